@@ -1,0 +1,7 @@
+"""`python -m rewardlab` runs the CLI."""
+
+import sys
+
+from rewardlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""`rewardlab <verb>`: a thin command line over the Python API.
+
+Each verb lives in its own module here and defines `add_parser(subparsers, parent)` (the argparse
+sub-parser, with `set_defaults(run=...)`); the modules are found by scanning this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from rewardlab import __version__
+from rewardlab.cli.terminal import CLIError, console
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every verb module's sub-parser."""
+    parser = argparse.ArgumentParser(
+        prog="rewardlab", description="The reward layer of post-training: score, train, evaluate and serve rewards."
+    )
+    parser.add_argument("--version", action="version", version=f"rewardlab {__version__}")
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("-q", "--quiet", action="store_true", help="no progress bars or tables on stderr")
+    subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
+    package = importlib.import_module(__name__)
+    for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        add_parser = getattr(module, "add_parser", None)
+        if add_parser is not None:
+            add_parser(subparsers, parent)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `rewardlab` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except CLIError as error:
+        console.print(f"[bold red]error:[/] {error}", highlight=False)
+        return error.code
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

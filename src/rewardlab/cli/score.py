@@ -1,0 +1,125 @@
+"""`rewardlab score` and `rewardlab list`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from rewardlab.cli.terminal import CLIError, console, progress_bar, stdout
+from rewardlab.data.jsonl import count_lines
+from rewardlab.data.scoring import MalformedInputError, ScoringSummary, score_jsonl
+from rewardlab.registry import SpecError, available, combinators, load
+
+
+def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Register `score` and `list`."""
+    score = subparsers.add_parser(
+        "score", parents=[parent], help="score a JSONL file with a reward",
+        description="Score every row of a JSONL file; write each row plus its score to OUTPUT.",
+    )
+    score.add_argument("--reward", "-r", required=True, metavar="SPEC",
+                       help="reward spec: a name (exact_match), a family (rm:./my-rm), inline JSON or a YAML/JSON file")
+    score.add_argument("--input", "-i", required=True, type=Path, metavar="IN.jsonl",
+                       help="rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz)")
+    score.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.jsonl",
+                       help="written atomically: each input row plus 'score'")
+    score.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
+    score.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers per reward")
+    score.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="per-sample time limit in seconds (runaway samples are killed)")
+    score.add_argument("--on-error", choices=("skip", "fail"), default="skip",
+                       help="malformed input lines: skip and report them (default), or stop")
+    score.add_argument("--summary-json", type=Path, default=None, metavar="FILE", help="also write the summary as JSON")
+    score.set_defaults(run=run_score)
+
+    listing = subparsers.add_parser("list", parents=[parent], help="list registered rewards and combinators")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(run=run_list)
+
+
+def summary_table(summary: ScoringSummary, title: str) -> Table:
+    """The end-of-run table: count, mean, std, errors, skipped lines, objective means."""
+    data = summary.to_dict()
+    table = Table(title=title, show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4f}"
+
+    table.add_row("rows", str(data["rows"]))
+    table.add_row("scored", str(data["scored"]))
+    table.add_row("errors", str(data["errors"]))
+    table.add_row("not applicable", str(data["not_applicable"]))
+    table.add_row("skipped lines", str(len(data["skipped_lines"])))
+    for name in ("mean", "std", "min", "max"):
+        table.add_row(name, fmt(data[name]))
+    for name, mean in data["objectives"].items():
+        table.add_row(f"mean {name}", fmt(mean))
+    return table
+
+
+def run_score(args: argparse.Namespace) -> int:
+    """Score a file; exit 1 on a bad spec, a missing file, or a malformed line with --on-error fail."""
+    if not args.input.is_file():
+        raise CLIError(f"input file not found: {args.input}")
+    if args.batch_size < 1:
+        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+    try:
+        reward = load(args.reward)
+        if args.workers is not None or args.timeout is not None:
+            reward.configure(workers=args.workers, timeout=args.timeout)
+    except (SpecError, ValueError) as error:
+        raise CLIError(f"--reward {args.reward!r}: {error}") from error
+    total = count_lines(args.input)
+    shown = 0
+
+    def skipped(number: int, reason: str) -> None:
+        nonlocal shown
+        shown += 1
+        if shown <= 20:
+            console.print(f"[yellow]skipped[/] {args.input}:{number}: {reason}", highlight=False)
+        elif shown == 21:
+            console.print("[yellow]… more skipped lines are listed in the summary[/]")
+
+    try:
+        with progress_bar(args.quiet) as bar:
+            task = bar.add_task(f"scoring with {reward.name}", total=total)
+            summary = score_jsonl(
+                reward, args.input, args.output, batch_size=args.batch_size, on_error=args.on_error,
+                on_progress=lambda n: bar.advance(task, n), on_skip=skipped,
+            )
+    except MalformedInputError as error:
+        raise CLIError(f"{error} (nothing written; use --on-error skip to skip such lines)") from error
+    finally:
+        reward.close()
+    if args.summary_json is not None:
+        args.summary_json.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    if not args.quiet:
+        console.print(summary_table(summary, f"{args.output}"))
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print every registered reward and combinator."""
+    rewards, combos = available(), combinators()
+    if args.json:
+        stdout.print_json(json.dumps({"rewards": rewards, "combinators": combos}))
+        return 0
+    table = Table(title="rewards", show_lines=False)
+    table.add_column("spec", style="bold cyan", no_wrap=True)
+    table.add_column("description")
+    for name, text in rewards.items():
+        table.add_row(name, text)
+    stdout.print(table)
+    combo_table = Table(title="combinators")
+    combo_table.add_column("name", style="bold magenta", no_wrap=True)
+    combo_table.add_column("example")
+    for name, text in combos.items():
+        combo_table.add_row(name, text)
+    stdout.print(combo_table)
+    return 0

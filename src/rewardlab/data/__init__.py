@@ -1,0 +1,1 @@
+"""Data: JSONL reading and atomic writing, preference schema, loaders, chat templates, validation."""

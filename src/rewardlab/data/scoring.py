@@ -1,0 +1,143 @@
+"""Score a JSONL file with any `Reward`: streaming, batched, atomic output, malformed lines reported by number."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rewardlab.data.jsonl import atomic_writer, dumps_row, iter_jsonl
+from rewardlab.types import Reward, Sample, Score
+
+
+class MalformedInputError(ValueError):
+    """An input line that is not a valid sample row (the message names the file and line)."""
+
+
+@dataclass
+class ScoringSummary:
+    """What `score_jsonl` did: rows scored, values, errors, and the lines it skipped (number, reason)."""
+
+    rows: int = 0
+    values: list[float] = field(default_factory=list)
+    errors: int = 0
+    not_applicable: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    objective_sums: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def add(self, score: Score) -> None:
+        """Count one score."""
+        self.rows += 1
+        if score.error is not None:
+            self.errors += 1
+        elif score.value is None:
+            self.not_applicable += 1
+        else:
+            self.values.append(score.value)
+        for name, value in score.objectives.items():
+            total, n = self.objective_sums.get(name, (0.0, 0))
+            self.objective_sums[name] = (total + value, n + 1)
+
+    @property
+    def mean(self) -> float | None:
+        """Mean of the values present."""
+        return sum(self.values) / len(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        """Population standard deviation of the values present."""
+        if not self.values:
+            return None
+        mean = sum(self.values) / len(self.values)
+        return math.sqrt(sum((v - mean) ** 2 for v in self.values) / len(self.values))
+
+    def objective_means(self) -> dict[str, float]:
+        """Mean of each objective over the rows that have it."""
+        return {k: total / n for k, (total, n) in sorted(self.objective_sums.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "rows": self.rows,
+            "scored": len(self.values),
+            "errors": self.errors,
+            "not_applicable": self.not_applicable,
+            "skipped_lines": [{"line": n, "reason": r} for n, r in self.skipped],
+            "mean": self.mean,
+            "std": self.std,
+            "min": min(self.values) if self.values else None,
+            "max": max(self.values) if self.values else None,
+            "objectives": self.objective_means(),
+        }
+
+
+def parse_sample(row: Any) -> Sample:
+    """A JSONL row → `Sample`, with a message that says which field is wrong."""
+    if not isinstance(row, dict):
+        raise MalformedInputError(f"expected a JSON object, got {type(row).__name__}")
+    if "response" not in row:
+        raise MalformedInputError("missing field 'response'")
+    if not isinstance(row["response"], str):
+        raise MalformedInputError(f"field 'response' must be a string, got {type(row['response']).__name__}")
+    try:
+        return Sample.from_dict(row)
+    except (TypeError, KeyError) as error:
+        raise MalformedInputError(str(error).strip("'\"")) from error
+
+
+def score_jsonl(
+    reward: Reward,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    batch_size: int = 64,
+    on_error: Literal["skip", "fail"] = "skip",
+    on_progress: Callable[[int], None] | None = None,
+    on_skip: Callable[[int, str], None] | None = None,
+) -> ScoringSummary:
+    """Score every row of `input_path` and write each row plus `"score"` to `output_path` (atomically).
+
+    Rows: `{"prompt": str | messages, "response": str, "reference": any, ...}`; other fields pass through.
+    A malformed line is skipped and reported (`on_error="skip"`) or stops the run with `MalformedInputError`
+    naming the file and line (`"fail"`); with `"fail"` no output file is written.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if on_error not in ("skip", "fail"):
+        raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    summary = ScoringSummary()
+    batch: list[tuple[dict[str, Any], Sample]] = []
+
+    def flush(handle: Any) -> None:
+        scores = reward.score([sample for _, sample in batch])
+        for (row, _), score in zip(batch, scores, strict=True):
+            summary.add(score)
+            handle.write(dumps_row({**row, "score": score.to_dict()}) + "\n")
+        if on_progress is not None:
+            on_progress(len(batch))
+        batch.clear()
+
+    with atomic_writer(output_path) as handle:
+        for line in iter_jsonl(input_path):
+            reason = line.error
+            if reason is None:
+                try:
+                    batch.append((line.row, parse_sample(line.row)))
+                except MalformedInputError as error:
+                    reason = str(error)
+            if reason is not None:
+                if on_error == "fail":
+                    raise MalformedInputError(f"{input_path}:{line.number}: {reason}")
+                summary.skipped.append((line.number, reason))
+                if on_skip is not None:
+                    on_skip(line.number, reason)
+                if on_progress is not None:
+                    on_progress(1)
+                continue
+            if len(batch) >= batch_size:
+                flush(handle)
+        if batch:
+            flush(handle)
+    return summary

@@ -1,0 +1,217 @@
+"""Spec strings, dicts and YAML/JSON files → `Reward`.
+
+Spec forms understood by `load`:
+- a registered name: `"exact_match"`;
+- a family with an argument: `"rm:./my-rm"` (the part after the first `:` goes to the family);
+- a name with options: `{"length": {"target": 200, "unit": "chars"}}`;
+- a combinator: `{"sum": {"math": 1.0, "length": 0.1}}`, `{"gate": {"if": "format", "then": "math"}}`, ...;
+- a path to a `.yaml`, `.yml` or `.json` file holding any of the above, or inline JSON text.
+
+Built-in rewards register themselves when their module in `rewardlab/rewards/` is imported; this module
+finds them by scanning that package (a new reward family is one new file), plus the `rewardlab.rewards`
+entry-point group for plugins. Nothing is imported until a spec is looked up.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from rewardlab.types import Reward
+
+F = TypeVar("F", bound=Callable[..., Reward])
+Builder = Callable[[Any, Callable[[Any], Reward]], Reward]
+
+_REWARD_PACKAGE = "rewardlab.rewards"
+_COMBINATOR_MODULE = "rewardlab.compose"
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class SpecError(ValueError):
+    """A reward spec that cannot be turned into a reward (the message says which part and why)."""
+
+
+class UnknownRewardError(SpecError, KeyError):
+    """A spec names a reward that is not registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One registered reward: `factory(**options)` or, for a family, `factory(argument, **options)`."""
+
+    name: str
+    factory: Callable[..., Reward]
+    description: str
+    family: bool
+    usage: str
+
+
+_ENTRIES: dict[str, RegistryEntry] = {}
+_COMBINATORS: dict[str, tuple[Builder, str]] = {}
+_discovered = False
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def register(
+    name: str, description: str | None = None, *, family: bool = False, usage: str | None = None
+) -> Callable[[F], F]:
+    """Register a reward factory (a `Reward` class or a function returning one) under `name`.
+
+    With `family=True` the spec `"name:ARG"` calls `factory(ARG, **options)`.
+    """
+
+    def decorate(factory: F) -> F:
+        if name in _ENTRIES and _ENTRIES[name].factory is not factory:
+            raise ValueError(f"a reward named {name!r} is already registered ({_ENTRIES[name].factory!r})")
+        text = description or _first_line(factory.__doc__) or name
+        _ENTRIES[name] = RegistryEntry(name, factory, text, family, usage or (f"{name}:ARG" if family else name))
+        return factory
+
+    return decorate
+
+
+def register_combinator(name: str, description: str) -> Callable[[Builder], Builder]:
+    """Register a combinator: `builder(value, load)` builds a reward from the spec value under `name`."""
+
+    def decorate(builder: Builder) -> Builder:
+        _COMBINATORS[name] = (builder, description)
+        return builder
+
+    return decorate
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    importlib.import_module(_COMBINATOR_MODULE)
+    package = importlib.import_module(_REWARD_PACKAGE)
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{_REWARD_PACKAGE}.{module.name}")
+    for point in entry_points(group="rewardlab.rewards"):
+        point.load()
+
+
+def entries() -> dict[str, RegistryEntry]:
+    """Every registered reward, by name."""
+    _discover()
+    return dict(sorted(_ENTRIES.items()))
+
+
+def available() -> dict[str, str]:
+    """Every registered reward name (families as `name:ARG`) with its one-line description."""
+    return {entry.usage: entry.description for entry in entries().values()}
+
+
+def combinators() -> dict[str, str]:
+    """Every combinator usable in a composite spec, with its one-line description."""
+    _discover()
+    return {name: text for name, (_, text) in sorted(_COMBINATORS.items())}
+
+
+def _unknown(name: str) -> UnknownRewardError:
+    known = sorted(set(_ENTRIES) | set(_COMBINATORS))
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return UnknownRewardError(
+        f"unknown reward {name!r}{hint} (registered: {', '.join(sorted(_ENTRIES))}; "
+        f"combinators: {', '.join(sorted(_COMBINATORS))})"
+    )
+
+
+def _build(name: str, options: Any) -> Reward:
+    if options is None:
+        options = {}
+    family_arg: str | None = None
+    if name in _COMBINATORS:
+        builder, _ = _COMBINATORS[name]
+        try:
+            return builder(options, load)
+        except SpecError:
+            raise
+        except (TypeError, ValueError, KeyError) as error:
+            raise SpecError(f"bad value for combinator {name!r}: {error}") from error
+    if name not in _ENTRIES and ":" in name:
+        name, family_arg = name.split(":", 1)
+    if name not in _ENTRIES:
+        raise _unknown(name)
+    entry = _ENTRIES[name]
+    if not isinstance(options, Mapping):
+        raise SpecError(f"options for reward {name!r} must be a mapping, got {type(options).__name__}: {options!r}")
+    if entry.family and family_arg is None:
+        family_arg = options.get("path") or options.get("arg")
+        options = {k: v for k, v in options.items() if k not in ("path", "arg")}
+        if family_arg is None:
+            raise SpecError(f"reward {name!r} needs an argument: write it as {entry.usage!r}")
+    if not entry.family and family_arg is not None:
+        raise SpecError(f"reward {name!r} takes no ':' argument (got {name}:{family_arg})")
+    try:
+        built = entry.factory(family_arg, **options) if entry.family else entry.factory(**options)
+    except TypeError as error:
+        raise SpecError(f"bad options for reward {name!r}: {error}") from error
+    except ValueError as error:
+        raise SpecError(f"bad options for reward {name!r}: {error}") from error
+    return built
+
+
+def _parse_text(spec: str) -> Any:
+    text = spec.strip()
+    if text.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                return yaml.safe_load(text)
+            except yaml.YAMLError as error:
+                raise SpecError(f"spec looks like JSON/YAML but does not parse: {error}") from error
+    if text.lower().endswith(_FILE_SUFFIXES) and ":" not in text.split("/")[0]:
+        path = Path(text)
+        if not path.is_file():
+            raise SpecError(f"reward spec file not found: {path}")
+        try:
+            return yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
+        except yaml.YAMLError as error:
+            raise SpecError(f"{path}: not valid YAML/JSON: {error}") from error
+    return text
+
+
+def load(spec: Any) -> Reward:
+    """Build a `Reward` from a spec (see the module docstring); a `Reward` is returned as is."""
+    _discover()
+    if isinstance(spec, Reward):
+        return spec
+    if isinstance(spec, str):
+        parsed = _parse_text(spec)
+        if isinstance(parsed, str):
+            if not parsed:
+                raise SpecError("empty reward spec")
+            return _build(parsed, {})
+        return load(parsed)
+    if isinstance(spec, Mapping):
+        if len(spec) != 1:
+            raise SpecError(
+                f"a spec mapping must have exactly one key (a reward or combinator name), got {sorted(spec)}"
+            )
+        ((name, options),) = spec.items()
+        return _build(str(name), options)
+    raise SpecError(f"a reward spec must be a string, a mapping or a Reward, got {type(spec).__name__}")

@@ -1,0 +1,293 @@
+"""Text rewards: exact match and token F1 (SQuAD-style), regex and JSON-Schema format checks, length."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from rewardlab.registry import register
+from rewardlab.runtime import PerSampleReward
+from rewardlab.types import Sample, Score
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = set(string.punctuation)
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower-case, drop punctuation and the articles a/an/the, collapse whitespace.
+
+    Rajpurkar et al. 2016, the official SQuAD v1.1 evaluation script.
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """Token-level F1 between two normalised strings (SQuAD); both empty → 1.0, one empty → 0.0."""
+    pred_tokens = normalize_answer(prediction).split()
+    ref_tokens = normalize_answer(reference).split()
+    if not pred_tokens or not ref_tokens:
+        return float(pred_tokens == ref_tokens)
+    common = collections.Counter(pred_tokens) & collections.Counter(ref_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision = overlap / len(pred_tokens)
+    recall = overlap / len(ref_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def references_of(sample: Sample, reward_name: str) -> list[str]:
+    """The sample's reference answers as a list of strings (a string or a list of strings is accepted)."""
+    reference = sample.reference
+    if reference is None:
+        raise ValueError(f"{reward_name} needs Sample.reference (a string or a list of strings)")
+    if isinstance(reference, str):
+        return [reference]
+    if isinstance(reference, Sequence) and reference and all(isinstance(r, str) for r in reference):
+        return list(reference)
+    if isinstance(reference, int | float) and not isinstance(reference, bool):
+        return [str(reference)]
+    raise TypeError(
+        f"{reward_name}: Sample.reference must be a string or a non-empty list of strings, "
+        f"got {type(reference).__name__}"
+    )
+
+
+def response_text(sample: Sample, reward_name: str) -> str:
+    """The response as a string, or a clear error when it is not one."""
+    if not isinstance(sample.response, str):
+        raise TypeError(f"{reward_name}: Sample.response must be a string, got {type(sample.response).__name__}")
+    return sample.response
+
+
+class _AnswerReward(PerSampleReward):
+    """Shared extraction for answer-comparing rewards: an optional regex picks the answer out of the response."""
+
+    def __init__(self, *, answer_pattern: str | None = None, normalize: bool = True) -> None:
+        self.answer_pattern = answer_pattern
+        self.normalize = normalize
+        self._compiled = re.compile(answer_pattern, re.DOTALL) if answer_pattern else None
+
+    def _answer(self, sample: Sample) -> str | None:
+        text = response_text(sample, self.name)
+        if self._compiled is None:
+            return text
+        matches = list(self._compiled.finditer(text))
+        if not matches:
+            return None
+        last = matches[-1]
+        return last.group(1) if last.groups() else last.group(0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_compiled"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compiled = re.compile(self.answer_pattern, re.DOTALL) if self.answer_pattern else None
+
+
+@register("exact_match")
+class ExactMatch(_AnswerReward):
+    """1.0 when the response equals a reference after SQuAD normalisation (several references allowed)."""
+
+    name = "exact_match"
+
+    def score_sample(self, sample: Sample) -> Score:
+        references = references_of(sample, self.name)
+        answer = self._answer(sample)
+        if answer is None:
+            return Score(value=0.0, info={"answer": None, "reason": "no answer matched answer_pattern"})
+        norm = normalize_answer if self.normalize else str.strip
+        value = float(any(norm(answer) == norm(ref) for ref in references))
+        return Score(value=value, info={"answer": answer})
+
+
+@register("f1")
+class TokenF1(_AnswerReward):
+    """Token-level F1 against the best-matching reference (SQuAD normalisation)."""
+
+    name = "f1"
+
+    def score_sample(self, sample: Sample) -> Score:
+        references = references_of(sample, self.name)
+        answer = self._answer(sample)
+        if answer is None:
+            return Score(value=0.0, info={"answer": None, "reason": "no answer matched answer_pattern"})
+        return Score(value=max(token_f1(answer, ref) for ref in references), info={"answer": answer})
+
+
+@register("regex")
+class RegexMatch(PerSampleReward):
+    """1.0 when the response matches `pattern` (`mode`: search, match or fullmatch), else 0.0."""
+
+    name = "regex"
+
+    def __init__(self, pattern: str, *, mode: str = "search", ignore_case: bool = False, multiline: bool = False,
+                 dotall: bool = True) -> None:
+        if mode not in ("search", "match", "fullmatch"):
+            raise ValueError(f"mode must be 'search', 'match' or 'fullmatch', got {mode!r}")
+        flags = re.IGNORECASE if ignore_case else 0
+        flags |= (re.MULTILINE if multiline else 0) | (re.DOTALL if dotall else 0)
+        try:
+            re.compile(pattern, flags)
+        except re.error as error:
+            raise ValueError(f"invalid regular expression {pattern!r}: {error}") from error
+        self.pattern = pattern
+        self.mode = mode
+        self.flags = flags
+
+    def score_sample(self, sample: Sample) -> Score:
+        text = response_text(sample, self.name)
+        compiled = re.compile(self.pattern, self.flags)
+        matched = getattr(compiled, self.mode)(text) is not None
+        return Score(value=float(matched))
+
+
+def _strip_fence(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
+
+@register("json")
+class JsonFormat(PerSampleReward):
+    """1.0 when the response parses as JSON (code fences allowed) and validates against `schema`, else 0.0."""
+
+    name = "json"
+
+    def __init__(self, schema: dict[str, Any] | str | None = None, *, allow_fence: bool = True) -> None:
+        if isinstance(schema, str):
+            with open(schema, encoding="utf-8") as handle:
+                schema = json.load(handle)
+        if schema is not None:
+            if not isinstance(schema, dict):
+                raise ValueError(f"schema must be a JSON Schema object, got {type(schema).__name__}")
+            import jsonschema
+
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        self.schema: dict[str, Any] | None = schema
+        self.allow_fence = allow_fence
+
+    def score_sample(self, sample: Sample) -> Score:
+        text = response_text(sample, self.name)
+        if self.allow_fence:
+            text = _strip_fence(text)
+        try:
+            document = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as error:
+            return Score(value=0.0, objectives={"parses": 0.0}, info={"reason": f"not JSON: {error}"})
+        if self.schema is None:
+            return Score(value=1.0, objectives={"parses": 1.0})
+        import jsonschema
+
+        validator = jsonschema.validators.validator_for(self.schema)(self.schema)
+        problems = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        if problems:
+            reasons = [f"{'/'.join(map(str, p.path)) or '<root>'}: {p.message}" for p in problems[:5]]
+            return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0}, info={"reason": reasons})
+        return Score(value=1.0, objectives={"parses": 1.0, "schema": 1.0})
+
+
+@register("format", usage="format")
+def format_reward(
+    pattern: str | None = None, schema: dict[str, Any] | str | None = None, **options: Any
+) -> PerSampleReward:
+    """Format check: the response matches `pattern` (regex), or parses as JSON valid against `schema`."""
+    if pattern is not None and schema is not None:
+        raise ValueError("format takes either `pattern` (a regex) or `schema` (JSON Schema), not both")
+    if pattern is not None:
+        built: PerSampleReward = RegexMatch(pattern, **options)
+    else:
+        built = JsonFormat(schema, **options)
+    built.name = "format"
+    return built
+
+
+def count_units(text: str, unit: str, tokenizer: Any = None) -> int:
+    """Length of `text` in `unit`: chars, words (whitespace), or tokens (a HF tokenizer, else word/punct pieces)."""
+    if unit == "chars":
+        return len(text)
+    if unit == "words":
+        return len(text.split())
+    if tokenizer is not None:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+    return len(_TOKEN.findall(text))
+
+
+@register("length")
+class LengthReward(PerSampleReward):
+    """Length of the response, or a penalty in [-1, 0] for missing a target length or running overlong.
+
+    With neither `target` nor `max_length`: the raw length (a baseline and a bias probe).
+    `target`: −|len − target| / target, floored at −1.
+    `max_length` (+ `overlong_buffer`): 0 up to `max_length − buffer`, then falling linearly to −1 at
+    `max_length`, and −1 beyond (DAPO's soft overlong punishment, Yu et al. 2025).
+    Both: the sum, floored at −1. `unit`: `tokens` (default), `words` or `chars`; `tokenizer`: a local
+    Hugging Face tokenizer folder for exact token counts (else a word/punctuation split).
+    """
+
+    name = "length"
+
+    def __init__(self, *, target: int | None = None, max_length: int | None = None, overlong_buffer: int = 0,
+                 unit: str = "tokens", tokenizer: str | None = None) -> None:
+        if unit not in ("tokens", "words", "chars"):
+            raise ValueError(f"unit must be 'tokens', 'words' or 'chars', got {unit!r}")
+        if target is not None and target <= 0:
+            raise ValueError(f"target must be > 0, got {target}")
+        if max_length is not None and max_length <= 0:
+            raise ValueError(f"max_length must be > 0, got {max_length}")
+        if overlong_buffer < 0 or (max_length is not None and overlong_buffer > max_length):
+            raise ValueError(f"overlong_buffer must be in [0, max_length], got {overlong_buffer}")
+        self.target = target
+        self.max_length = max_length
+        self.overlong_buffer = overlong_buffer
+        self.unit = unit
+        self.tokenizer = tokenizer
+        self._tokenizer: Any = None
+
+    def _tok(self) -> Any:
+        if self.tokenizer is not None and self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer)
+        return self._tokenizer
+
+    def overlong_penalty(self, length: int) -> float:
+        """DAPO soft overlong punishment for a response of `length` units."""
+        assert self.max_length is not None
+        start = self.max_length - self.overlong_buffer
+        if length <= start:
+            return 0.0
+        if length >= self.max_length or self.overlong_buffer == 0:
+            return -1.0
+        return -(length - start) / self.overlong_buffer
+
+    def score_sample(self, sample: Sample) -> Score:
+        length = count_units(response_text(sample, self.name), self.unit, self._tok())
+        info = {"length": length, "unit": self.unit}
+        if self.target is None and self.max_length is None:
+            return Score(value=float(length), info=info)
+        objectives: dict[str, float] = {}
+        total = 0.0
+        if self.target is not None:
+            objectives["target"] = max(-1.0, -abs(length - self.target) / self.target)
+            total += objectives["target"]
+        if self.max_length is not None:
+            objectives["overlong"] = self.overlong_penalty(length)
+            total += objectives["overlong"]
+        return Score(value=max(-1.0, total), objectives=objectives, info=info)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_tokenizer"] = None
+        return state

@@ -1,0 +1,269 @@
+"""Per-sample rewards: the base class for rewards that judge one sample at a time, and the `@reward` decorator."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import cloudpickle
+
+from rewardlab.runtime.cache import ResultCache
+from rewardlab.runtime.pool import IsolatedPool, Isolation, run_each
+from rewardlab.types import Reward, Sample, Score, coerce_score, content_hash
+
+_RUNTIME_FIELDS = {"isolation", "workers", "timeout", "cache", "_pool", "_pool_key"}
+
+
+class PerSampleReward(Reward):
+    """A reward that judges one sample at a time, run with batching, isolation, timeouts and a cache.
+
+    Subclasses implement `score_sample`. Runtime options:
+    - `isolation`: `"none"` (in-process), `"thread"` (a pool of threads), `"process"` (killable processes).
+    - `workers`: concurrency limit for threads or processes.
+    - `timeout`: seconds per sample. With `"process"` a runaway sample is killed and gets `error="timeout"`;
+      a timeout with `"none"` isolation switches to `"process"` (only a process can be stopped).
+    - `cache`: a `ResultCache` (or True for an in-memory one) keyed by the sample's content.
+    """
+
+    isolation: Isolation = "none"
+    workers: int = 1
+    timeout: float | None = None
+    cache: ResultCache | None = None
+    _pool: IsolatedPool | None = None
+    _pool_key: tuple[int, float | None] | None = None
+
+    @abstractmethod
+    def score_sample(self, sample: Sample) -> Score | float | None:
+        """Judge one sample (may raise: the runtime turns the exception into `Score.error`)."""
+
+    def set_runtime(
+        self,
+        *,
+        isolation: Isolation | None = None,
+        workers: int | None = None,
+        timeout: float | None = None,
+        cache: ResultCache | bool | None = None,
+    ) -> None:
+        """Set runtime options (see the class docstring); unset arguments keep their value."""
+        if isolation is not None:
+            if isolation not in ("none", "thread", "process"):
+                raise ValueError(f"isolation must be 'none', 'thread' or 'process', got {isolation!r}")
+            self.isolation = isolation
+        if workers is not None:
+            if workers < 1:
+                raise ValueError(f"workers must be >= 1, got {workers}")
+            self.workers = workers
+        if timeout is not None:
+            if timeout <= 0:
+                raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+            self.timeout = timeout
+        if cache is True:
+            self.cache = ResultCache()
+        elif cache is False:
+            self.cache = None
+        elif isinstance(cache, ResultCache):
+            self.cache = cache
+        self._drop_pool()
+
+    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
+        """Set the worker count and per-sample timeout; more than one worker runs samples concurrently."""
+        isolation: Isolation | None = None
+        if workers is not None and workers > 1 and self.isolation == "none":
+            isolation = "thread"
+        self.set_runtime(isolation=isolation, workers=workers, timeout=timeout)
+        return self
+
+    def fingerprint(self) -> str:
+        """Hash of the reward's configuration (runtime options excluded): part of every cache key."""
+        config = {k: v for k, v in vars(self).items() if k not in _RUNTIME_FIELDS and not k.startswith("_")}
+        return content_hash([type(self).__module__, type(self).__qualname__, self.name, config])
+
+    def _effective_isolation(self) -> Isolation:
+        if self.timeout is not None and self.isolation == "none":
+            return "process"
+        return self.isolation
+
+    def _get_pool(self) -> IsolatedPool:
+        key = (self.workers, self.timeout)
+        pool = self._pool
+        if pool is None or self._pool_key != key:
+            self._drop_pool()
+            pool = IsolatedPool(_ScoreSample(self), workers=self.workers, timeout=self.timeout)
+            self._pool = pool
+            self._pool_key = key
+        return pool
+
+    def _drop_pool(self) -> None:
+        pool = self._pool
+        if pool is not None:
+            pool.close()
+        self._pool = None
+
+    def close(self) -> None:
+        """Stop worker processes, if any."""
+        self._drop_pool()
+
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        scores: list[Score | None] = [None] * len(samples)
+        keys: list[str] = []
+        todo = list(range(len(samples)))
+        if self.cache is not None:
+            prefix = self.fingerprint()
+            keys = [content_hash([prefix, s.key()]) for s in samples]
+            todo = []
+            for i, key in enumerate(keys):
+                hit = self.cache.get(key)
+                if hit is None:
+                    todo.append(i)
+                else:
+                    scores[i] = hit
+        isolation = self._effective_isolation()
+        pool = self._get_pool() if isolation == "process" else None
+        outcomes = run_each(
+            _ScoreSample(self),
+            [samples[i] for i in todo],
+            isolation=isolation,
+            workers=self.workers,
+            timeout=self.timeout,
+            pool=pool,
+        )
+        for i, outcome in zip(todo, outcomes, strict=True):
+            if outcome.error is not None:
+                score = Score.failure(outcome.error)
+            else:
+                try:
+                    score = coerce_score(outcome.value)
+                except TypeError as error:
+                    score = Score.failure(str(error))
+            scores[i] = score
+            if self.cache is not None:
+                self.cache.put(keys[i], score)
+        return [s if s is not None else Score.failure("not scored") for s in scores]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_pool", None)
+        state.pop("_pool_key", None)
+        return state
+
+
+class _ScoreSample:
+    """Picklable callable `sample -> score_sample(sample)` sent to worker processes (the pool left behind)."""
+
+    def __init__(self, reward: PerSampleReward) -> None:
+        self.reward = reward
+
+    def __call__(self, sample: Sample) -> Any:
+        return self.reward.score_sample(sample)
+
+
+class FunctionReward(PerSampleReward):
+    """A per-sample reward made from a plain function `fn(sample) -> float | Score | dict | None`."""
+
+    def __init__(self, fn: Callable[[Sample], Any], *, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or str(getattr(fn, "__name__", "reward"))
+        self.__doc__ = fn.__doc__
+        functools.update_wrapper(self, fn, updated=())  # type: ignore[arg-type]
+
+    def score_sample(self, sample: Sample) -> Any:
+        return self.fn(sample)
+
+    def __call__(self, sample: Sample) -> Score:
+        """Calling the decorated name on one sample scores it."""
+        return self.score_one(sample)
+
+    def fingerprint(self) -> str:
+        try:
+            source = inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            source = repr(self.fn)
+        return content_hash([self.name, getattr(self.fn, "__module__", ""), source])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for key in ("__wrapped__", "__doc__", "__module__", "__qualname__", "__name__", "__dict__"):
+            state.pop(key, None)
+        state["fn"] = cloudpickle.dumps(self.fn)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fn = cloudpickle.loads(state["fn"])
+        if isinstance(fn, FunctionReward):  # the module-level name now points at the decorated reward
+            fn = fn.fn
+        state["fn"] = fn
+        self.__dict__.update(state)
+
+
+class BatchFunctionReward(Reward):
+    """A reward made from a function over a whole batch: `fn(samples) -> list[float | Score | None]`."""
+
+    def __init__(self, fn: Callable[[list[Sample]], Sequence[Any]], *, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or str(getattr(fn, "__name__", "reward"))
+
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        return [coerce_score(x) for x in self.fn(list(samples))]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "fn": cloudpickle.dumps(self.fn)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fn = cloudpickle.loads(state["fn"])
+        if isinstance(fn, BatchFunctionReward):
+            fn = fn.fn
+        self.fn, self.name = fn, state["name"]
+
+
+@overload
+def reward(fn: Callable[[Sample], Any], /) -> FunctionReward: ...
+
+
+@overload
+def reward(
+    *,
+    name: str | None = None,
+    isolation: Isolation = "none",
+    workers: int = 1,
+    timeout: float | None = None,
+    cache: bool | ResultCache = False,
+) -> Callable[[Callable[[Sample], Any]], FunctionReward]: ...
+
+
+def reward(
+    fn: Callable[[Sample], Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    isolation: Isolation = "none",
+    workers: int = 1,
+    timeout: float | None = None,
+    cache: bool | ResultCache = False,
+) -> FunctionReward | Callable[[Callable[[Sample], Any]], FunctionReward]:
+    """Turn a per-sample function into a `Reward` with batching, isolation, timeouts and a cache.
+
+    >>> @reward(timeout=2.0)
+    ... def short(sample):
+    ...     return 1.0 if len(sample.response) < 100 else 0.0
+    """
+
+    def wrap(f: Callable[[Sample], Any]) -> FunctionReward:
+        built = FunctionReward(f, name=name)
+        built.set_runtime(isolation=isolation, workers=workers, timeout=timeout, cache=cache)
+        return built
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def batch_reward(
+    fn: Callable[[list[Sample]], Sequence[Any]] | None = None, /, *, name: str | None = None
+) -> BatchFunctionReward | Callable[[Callable[[list[Sample]], Sequence[Any]]], BatchFunctionReward]:
+    """Turn a whole-batch function `fn(samples) -> list` into a `Reward` (failures isolated per sample)."""
+
+    def wrap(f: Callable[[list[Sample]], Sequence[Any]]) -> BatchFunctionReward:
+        return BatchFunctionReward(f, name=name)
+
+    return wrap(fn) if fn is not None else wrap

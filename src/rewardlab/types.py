@@ -1,0 +1,328 @@
+"""The one vocabulary of rewardlab: `Sample`, `Score`, `Reward`, `PreferencePair`, `RankedResponses`.
+
+Every part of the library speaks these types; nothing else crosses module boundaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+Prompt = str | list[Message]
+
+_SAMPLE_FIELDS = ("prompt", "response", "reference", "steps", "group", "metadata")
+
+
+def _json_default(obj: Any) -> Any:
+    """Make anything JSON-serialisable for hashing (sets sorted, unknown objects by repr)."""
+    if isinstance(obj, set | frozenset):
+        return sorted(repr(x) for x in obj)
+    if isinstance(obj, bytes):
+        return obj.hex()
+    return repr(obj)
+
+
+def content_hash(obj: Any) -> str:
+    """Stable SHA-256 of a JSON-like object (dict keys sorted; lone surrogates escaped)."""
+    text = json.dumps(obj, sort_keys=True, default=_json_default, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+@dataclass
+class Sample:
+    """What is scored: a prompt, a response and what the reward needs to judge it.
+
+    `prompt` is text or a list of chat messages (`{"role": ..., "content": ...}`); `reference` is whatever
+    the reward compares against (gold answer, unit tests, a database, reference text); `steps` is the response
+    cut into reasoning steps (process rewards); `group` is the id of the prompt a GRPO group shares.
+    """
+
+    prompt: Prompt = ""
+    response: str = ""
+    reference: Any = None
+    steps: list[str] | None = None
+    group: str | int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> str:
+        """Content hash of the sample: equal samples share a key (used by caches)."""
+        return content_hash({name: getattr(self, name) for name in _SAMPLE_FIELDS})
+
+    def prompt_text(self) -> str:
+        """The prompt as plain text (chat messages joined as `role: content` lines)."""
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if isinstance(self.prompt, list):
+            lines = []
+            for message in self.prompt:
+                if isinstance(message, Mapping):
+                    lines.append(f"{message.get('role', 'user')}: {message.get('content', '')}")
+                else:
+                    lines.append(str(message))
+            return "\n".join(lines)
+        return "" if self.prompt is None else str(self.prompt)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `steps`, `group` and empty `metadata` are left out when unset."""
+        row: dict[str, Any] = {"prompt": self.prompt, "response": self.response}
+        if self.reference is not None:
+            row["reference"] = self.reference
+        if self.steps is not None:
+            row["steps"] = self.steps
+        if self.group is not None:
+            row["group"] = self.group
+        if self.metadata:
+            row["metadata"] = self.metadata
+        return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Sample:
+        """Build a sample from a JSON row; unknown fields go to `metadata` (a `metadata` dict is merged)."""
+        if not isinstance(row, Mapping):
+            raise TypeError(f"a sample row must be a JSON object, got {type(row).__name__}")
+        metadata: dict[str, Any] = {}
+        if isinstance(row.get("metadata"), Mapping):
+            metadata.update(row["metadata"])
+        for name, value in row.items():
+            if name not in _SAMPLE_FIELDS:
+                metadata[name] = value
+        prompt = row.get("prompt", "")
+        if prompt is not None and not isinstance(prompt, str | list):
+            raise TypeError(f"field 'prompt' must be a string or a list of messages, got {type(prompt).__name__}")
+        if "response" not in row:
+            raise KeyError("missing field 'response'")
+        return cls(
+            prompt="" if prompt is None else prompt,
+            response=row["response"],
+            reference=row.get("reference"),
+            steps=row.get("steps"),
+            group=row.get("group"),
+            metadata=metadata,
+        )
+
+
+@dataclass
+class Score:
+    """What a reward returns for one sample.
+
+    `value` is a float, or `None` when the reward does not apply (or failed: then `error` says why).
+    `objectives` holds named sub-scores, `steps` per-step scores, `rationale` a judge's critique.
+    """
+
+    value: float | None = None
+    objectives: dict[str, float] = field(default_factory=dict)
+    steps: list[float] | None = None
+    rationale: str | None = None
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when scoring did not fail (the value may still be `None` = not applicable)."""
+        return self.error is None
+
+    @classmethod
+    def failure(cls, error: str, **info: Any) -> Score:
+        """A failed sample: no value, the reason in `error`."""
+        return cls(value=None, error=error, info=dict(info))
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """JSON-ready dict: `value`, `objectives`, `steps`, `error` (and `rationale`, `info` when `full`)."""
+        row: dict[str, Any] = {
+            "value": self.value,
+            "objectives": dict(self.objectives),
+            "steps": None if self.steps is None else list(self.steps),
+            "error": self.error,
+        }
+        if full or self.rationale is not None:
+            row["rationale"] = self.rationale
+        if full:
+            row["info"] = self.info
+        return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Score:
+        """Inverse of `to_dict`."""
+        return cls(
+            value=row.get("value"),
+            objectives=dict(row.get("objectives") or {}),
+            steps=row.get("steps"),
+            rationale=row.get("rationale"),
+            error=row.get("error"),
+            info=dict(row.get("info") or {}),
+        )
+
+
+def coerce_score(result: Any) -> Score:
+    """Turn what a reward function returned into a `Score`.
+
+    Accepts a `Score`, a number or bool (the value), `None` (not applicable), or a mapping with
+    `Score` fields. A non-finite number is an error, not a value.
+    """
+    if isinstance(result, Score):
+        score = result
+    elif result is None:
+        return Score(value=None)
+    elif isinstance(result, bool | int | float):
+        score = Score(value=float(result))
+    elif isinstance(result, Mapping):
+        unknown = set(result) - {"value", "objectives", "steps", "rationale", "error", "info"}
+        if unknown:
+            raise TypeError(f"a score mapping has unknown keys {sorted(unknown)}")
+        score = Score.from_dict(result)
+    else:
+        try:
+            score = Score(value=float(result))  # numpy / torch scalars
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"a reward must return a float, None, a Score or a dict, got {type(result).__name__}"
+            ) from None
+    if score.value is not None:
+        value = float(score.value)
+        if not math.isfinite(value):
+            return Score(value=None, error=f"non-finite value {value!r}", objectives=score.objectives)
+        score.value = value
+    return score
+
+
+class Reward(ABC):
+    """Anything that scores a batch of samples: `score(samples) -> list[Score]`, batch first.
+
+    Subclasses implement `_score_batch`. `score` never raises for a bad sample: when a batch fails, it is
+    retried sample by sample and each failing sample gets a `Score` with `error` set.
+
+    `batch_dependent` is True for rewards whose value depends on the rest of the batch (batch normalisers):
+    they are still order-equivariant, but not batch-size invariant.
+    """
+
+    name: str = "reward"
+    batch_dependent: bool = False
+
+    @abstractmethod
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        """Score a batch; may raise (the caller isolates failures)."""
+
+    def score(self, samples: Sequence[Sample]) -> list[Score]:
+        """Score a batch of samples; one `Score` per sample, in order; never raises for bad samples."""
+        samples = list(samples)
+        if not samples:
+            return []
+        bad = {i for i, s in enumerate(samples) if not isinstance(s, Sample)}
+        if bad:
+            good_idx = [i for i in range(len(samples)) if i not in bad]
+            good_scores = self.score([samples[i] for i in good_idx]) if good_idx else []
+            out: list[Score] = [Score() for _ in samples]
+            for i, sc in zip(good_idx, good_scores, strict=True):
+                out[i] = sc
+            for i in sorted(bad):
+                out[i] = Score.failure(f"expected a Sample, got {type(samples[i]).__name__}")
+            return out
+        try:
+            scores = self._score_batch(samples)
+            if len(scores) != len(samples):
+                raise RuntimeError(f"{self.name} returned {len(scores)} scores for {len(samples)} samples")
+            return [coerce_score(s) for s in scores]
+        except Exception as batch_error:  # isolate: retry one by one
+            if len(samples) == 1:
+                return [Score.failure(f"{type(batch_error).__name__}: {batch_error}")]
+            out = []
+            for sample in samples:
+                try:
+                    (single,) = self._score_batch([sample])
+                    out.append(coerce_score(single))
+                except Exception as error:
+                    out.append(Score.failure(f"{type(error).__name__}: {error}"))
+            return out
+
+    async def ascore(self, samples: Sequence[Sample]) -> list[Score]:
+        """Async twin of `score` (runs `score` in a worker thread unless a subclass does better)."""
+        return await asyncio.to_thread(self.score, list(samples))
+
+    def score_one(self, sample: Sample) -> Score:
+        """Score a single sample."""
+        return self.score([sample])[0]
+
+    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
+        """Set runtime options (worker count, per-sample timeout) where the reward supports them."""
+        return self
+
+    def close(self) -> None:
+        """Release worker processes or models held by the reward (safe to call twice)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+@dataclass
+class PreferencePair:
+    """One human (or AI) preference: `chosen` is preferred to `rejected` for `prompt`.
+
+    `margin` is how strongly (for margin losses); `tie` marks equally good responses; `subset` names the
+    slice the pair belongs to (for per-subset accuracy).
+    """
+
+    prompt: Prompt
+    chosen: str
+    rejected: str
+    margin: float | None = None
+    subset: str | None = None
+    tie: bool = False
+    id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def samples(self) -> tuple[Sample, Sample]:
+        """The chosen and the rejected response as `Sample`s sharing the prompt."""
+        return (
+            Sample(prompt=self.prompt, response=self.chosen, metadata=dict(self.metadata)),
+            Sample(prompt=self.prompt, response=self.rejected, metadata=dict(self.metadata)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (unset optional fields left out)."""
+        row = {k: v for k, v in asdict(self).items() if v not in (None, {}) and not (k == "tie" and not v)}
+        return row
+
+
+@dataclass
+class RankedResponses:
+    """k >= 2 responses to one prompt, best first (`responses[0]` is preferred to all the others).
+
+    `scores` optionally holds the ratings the ranking came from (UltraFeedback style).
+    """
+
+    prompt: Prompt
+    responses: list[str]
+    scores: list[float] | None = None
+    subset: str | None = None
+    id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def pairs(self) -> list[PreferencePair]:
+        """Every (better, worse) pair implied by the ranking; margin from `scores` when present."""
+        out = []
+        for i in range(len(self.responses)):
+            for j in range(i + 1, len(self.responses)):
+                margin = None
+                if self.scores is not None:
+                    margin = float(self.scores[i] - self.scores[j])
+                    if margin == 0:
+                        out.append(
+                            PreferencePair(
+                                self.prompt, self.responses[i], self.responses[j], 0.0, self.subset, True, self.id
+                            )
+                        )
+                        continue
+                out.append(
+                    PreferencePair(
+                        self.prompt, self.responses[i], self.responses[j], margin, self.subset, False, self.id
+                    )
+                )
+        return out

@@ -1,0 +1,38 @@
+"""Conformance cases for rewards/text.py and for the composites in compose.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardlab import Sample
+
+QA = [
+    Sample(prompt="Capital of France?", response="Paris", reference="Paris"),
+    Sample(prompt="Capital of France?", response="The city of Paris.", reference=["Paris", "Paris, France"]),
+    Sample(prompt="Who wrote Hamlet?", response="Marlowe", reference="Shakespeare"),
+    Sample(prompt=[{"role": "user", "content": "2+2?"}], response="4", reference="4", group="g1"),
+    Sample(prompt="2+2?", response='{"answer": 4}', reference="4", group="g1"),
+    Sample(prompt="Name a colour", response="```json\n{\"answer\": \"red\"}\n```", reference=["red", "blue"]),
+    Sample(prompt="Say hi", response="hi there, how are you doing today?", reference="hi"),
+]
+
+CASES: dict[str, tuple[Any, list[Sample]]] = {
+    "exact_match": ("exact_match", QA),
+    "f1": ("f1", QA),
+    "regex": ({"regex": {"pattern": r"\d+"}}, QA),
+    "json": ({"json": {"schema": {"type": "object", "required": ["answer"]}}}, QA),
+    "format": ({"format": {"pattern": r"^[A-Z]"}}, QA),
+    "length": ({"length": {"target": 5, "max_length": 12, "overlong_buffer": 4}}, QA),
+}
+
+COMPOSITES: dict[str, tuple[Any, list[Sample]]] = {
+    "sum": ({"sum": {"exact_match": 1.0, "f1": 0.5}}, QA),
+    "product": ({"product": ["exact_match", {"json": {}}]}, QA),
+    "min": ({"min": ["f1", "exact_match"]}, QA),
+    "gate": ({"gate": {"if": {"format": {"pattern": r"^[A-Z]"}}, "then": "f1", "floor": -1.0}}, QA),
+    "ensemble": ({"ensemble": {"parts": ["f1", "exact_match"], "penalty": 0.5}}, QA),
+    "zscore": ({"zscore": "f1"}, QA),
+    "group_norm": ({"group_norm": {"reward": "f1", "scale": True}}, QA),
+    "rank": ({"rank": "f1"}, QA),
+    "clip": ({"clip": {"reward": {"length": {}}, "low": 0, "high": 5}}, QA),
+}

@@ -1,0 +1,56 @@
+"""Every registered reward and every combinator passes `rewardlab.testing.check_reward`."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+import pytest
+
+import rewardlab
+from rewardlab.testing import check_reward
+from tests import conformance_cases
+
+
+def _collect(attr: str) -> dict[str, tuple[Any, list[rewardlab.Sample]]]:
+    cases: dict[str, tuple[Any, list[rewardlab.Sample]]] = {}
+    for info in pkgutil.iter_modules(conformance_cases.__path__):
+        module = importlib.import_module(f"{conformance_cases.__name__}.{info.name}")
+        for name, case in getattr(module, attr, {}).items():
+            assert name not in cases, f"conformance case {name!r} defined twice"
+            cases[name] = case
+    return cases
+
+
+CASES = _collect("CASES")
+COMPOSITES = _collect("COMPOSITES")
+
+
+def test_every_registered_reward_has_a_case() -> None:
+    missing = sorted(set(rewardlab.available()) - set(CASES))
+    assert not missing, f"registered rewards without a conformance case in tests/conformance_cases/: {missing}"
+
+
+def test_every_combinator_has_a_case() -> None:
+    missing = sorted(set(rewardlab.combinators()) - set(COMPOSITES))
+    assert not missing, f"combinators without a conformance case: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_registered_reward_conforms(name: str) -> None:
+    spec, samples = CASES[name]
+    reward = rewardlab.load(spec() if callable(spec) else spec)
+    try:
+        report = check_reward(reward, samples)
+    finally:
+        reward.close()
+    assert "hostile" in report.passed and "pickle" in report.passed
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_combinator_conforms(name: str) -> None:
+    spec, samples = COMPOSITES[name]
+    reward = rewardlab.load(spec)
+    report = check_reward(reward, samples)
+    assert {"order", "determinism", "async", "pickle", "hostile"} <= set(report.passed)
