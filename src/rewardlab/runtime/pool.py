@@ -87,9 +87,10 @@ class _Worker:
     def kill(self) -> None:
         pid = self.process.pid
         if pid is not None:
-            for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                    kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.killpg(pid, signal.SIGKILL)  # the worker and everything it spawned
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.kill(pid, signal.SIGKILL)
         self.process.join(timeout=5)
         self.conn.close()
 
