@@ -49,7 +49,8 @@ def zscore(values: Sequence[float | None], *, eps: float = 1e-6, ddof: int = 0) 
     out = np.zeros_like(array)
     if mask.sum() > ddof:
         present = array[mask]
-        out[mask] = (present - present.mean()) / (present.std(ddof=ddof) + eps)
+        spread = present.std(ddof=ddof) + eps
+        out[mask] = (present - present.mean()) / spread if spread > 0 else 0.0
     return _restore(out, mask)
 
 
@@ -80,7 +81,8 @@ def group_normalize(
         centred = present - present.mean()
         if scale:
             std = present.std(ddof=ddof) if len(idx) > ddof else 0.0
-            centred = centred / (std + eps)
+            if std + eps > 0:  # a constant group stays at 0 rather than 0/0
+                centred = centred / (std + eps)
         out[idx] = centred
     return _restore(out, mask)
 
@@ -112,8 +114,9 @@ def clip(values: Sequence[float | None], low: float | None = None, high: float |
     """Clamp values to [low, high] (either bound optional); `None` stays `None`."""
     if low is not None and high is not None and low > high:
         raise ValueError(f"clip: low ({low}) is above high ({high})")
-    return [None if v is None else float(min(high if high is not None else v, max(low if low is not None else v, v)))
-            for v in values]
+    lo = -math.inf if low is None else float(low)
+    hi = math.inf if high is None else float(high)
+    return [None if v is None else float(min(hi, max(lo, v))) for v in values]
 
 
 # --------------------------------------------------------------------------------------- composites

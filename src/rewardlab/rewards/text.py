@@ -75,7 +75,7 @@ class _AnswerReward(PerSampleReward):
     def __init__(self, *, answer_pattern: str | None = None, normalize: bool = True) -> None:
         self.answer_pattern = answer_pattern
         self.normalize = normalize
-        self._compiled = re.compile(answer_pattern, re.DOTALL) if answer_pattern else None
+        self._compiled = re.compile(answer_pattern) if answer_pattern else None
 
     def _answer(self, sample: Sample) -> str | None:
         text = response_text(sample, self.name)
@@ -94,7 +94,7 @@ class _AnswerReward(PerSampleReward):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._compiled = re.compile(self.answer_pattern, re.DOTALL) if self.answer_pattern else None
+        self._compiled = re.compile(self.answer_pattern) if self.answer_pattern else None
 
 
 @register("exact_match")

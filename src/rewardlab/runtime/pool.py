@@ -142,6 +142,7 @@ class IsolatedPool:
                 return Outcome(error=TIMEOUT_ERROR)
             status, payload = worker.conn.recv()
         except (EOFError, OSError):
+            worker.process.join(timeout=2)  # the pipe closed: the worker is exiting; collect its status
             code = worker.process.exitcode
             worker.kill()
             self._slots[slot] = None

@@ -1,0 +1,203 @@
+"""Composition and normalisation, against hand-computed values, plus property tests."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rewardlab
+from rewardlab import Sample, Score, batch_reward
+from rewardlab.compose import (
+    Gate,
+    Normalized,
+    Product,
+    WeightedSum,
+    clip,
+    group_normalize,
+    rank_normalize,
+    zscore,
+)
+from rewardlab.types import Reward
+
+
+def constant_from_metadata(key: str) -> Reward:
+    """A reward whose value is sample.metadata[key] (None → not applicable, 'err' → an error)."""
+
+    def score(samples: list[Sample]) -> list[Score]:
+        out = []
+        for s in samples:
+            value = s.metadata.get(key)
+            out.append(Score.failure(f"{key} failed") if value == "err" else Score(value=value))
+        return out
+
+    return batch_reward(score, name=key)
+
+
+def sample(**values: object) -> Sample:
+    return Sample(response="x", metadata=dict(values))
+
+
+A, B = constant_from_metadata("a"), constant_from_metadata("b")
+
+
+def test_zscore_hand_computed() -> None:
+    # values 1, 2, 3: mean 2, population std sqrt(2/3)
+    std = math.sqrt(2 / 3)
+    out = zscore([1.0, 2.0, None, 3.0], eps=0.0)
+    assert out[2] is None
+    assert out[0] == pytest.approx(-1 / std) and out[1] == pytest.approx(0.0) and out[3] == pytest.approx(1 / std)
+
+
+def test_group_normalize_hand_computed() -> None:
+    # group g1: 1, 3 → mean 2, unbiased std sqrt(2) ; group g2: 5 alone → 0 ; group g3: 2, 2 → 0
+    values = [1.0, 3.0, 5.0, 2.0, 2.0]
+    groups = ["g1", "g1", "g2", "g3", "g3"]
+    out = group_normalize(values, groups, eps=0.0)
+    assert out[0] == pytest.approx(-1 / math.sqrt(2)) and out[1] == pytest.approx(1 / math.sqrt(2))
+    assert out[2] == 0.0 and out[3] == 0.0 and out[4] == 0.0
+    unscaled = group_normalize(values, groups, scale=False)
+    assert unscaled == [-1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_group_normalize_skips_missing_values() -> None:
+    out = group_normalize([1.0, None, 3.0], ["g", "g", "g"], scale=False)
+    assert out == [-1.0, None, 1.0]
+
+
+def test_rank_normalize_hand_computed() -> None:
+    assert rank_normalize([10.0, 30.0, 20.0]) == [0.0, 1.0, 0.5]
+    assert rank_normalize([1.0, 1.0, 2.0, None]) == [0.25, 0.25, 1.0, None]
+    assert rank_normalize([7.0]) == [0.5]
+
+
+def test_clip() -> None:
+    assert clip([-5.0, 0.5, 9.0, None], -1.0, 1.0) == [-1.0, 0.5, 1.0, None]
+    assert clip([-5.0, 9.0], low=0.0) == [0.0, 9.0]
+    with pytest.raises(ValueError, match="low"):
+        clip([1.0], 2.0, 1.0)
+
+
+def test_weighted_sum_keeps_parts_in_objectives() -> None:
+    total = WeightedSum([("a", A, 1.0), ("b", B, 0.5)])
+    (score,) = total.score([sample(a=2.0, b=4.0)])
+    assert score.value == pytest.approx(4.0)
+    assert score.objectives == {"a": 2.0, "b": 4.0}
+
+
+def test_missing_part_rules() -> None:
+    samples = [sample(a=2.0, b=None), sample(a=2.0, b="err")]
+    skip = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="skip").score(samples)
+    # skip: the present weight (1) is rescaled to the full total (4): 2 * 4 = 8
+    assert [s.value for s in skip] == [8.0, 8.0]
+    assert skip[1].info["errors"] == {"b": "b failed"} and skip[1].error is None
+    zero = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="zero").score(samples)
+    assert [s.value for s in zero] == [2.0, 2.0]
+    propagate = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="propagate").score(samples)
+    assert [s.value for s in propagate] == [None, None]
+    assert propagate[0].error is None and propagate[1].error == "b: b failed"
+
+
+def test_all_parts_failing_is_an_error() -> None:
+    (score,) = WeightedSum([("a", A, 1.0), ("b", B, 1.0)]).score([sample(a="err", b="err")])
+    assert score.value is None and score.error == "all parts failed: a: a failed; b: b failed"
+
+
+def test_product_and_min() -> None:
+    samples = [sample(a=0.5, b=4.0)]
+    assert Product([("a", A), ("b", B)]).score(samples)[0].value == 2.0
+    assert rewardlab.load({"min": ["f1", "exact_match"]}).score(
+        [Sample(response="a b", reference="a")])[0].value == 0.0
+
+
+def test_gate_floors_when_the_constraint_fails() -> None:
+    gate = Gate(A, B, threshold=0.5, floor=-1.0)
+    scores = gate.score([sample(a=1.0, b=3.0), sample(a=0.0, b=3.0), sample(a=None, b=3.0)])
+    assert [s.value for s in scores] == [3.0, -1.0, -1.0]
+    assert [s.objectives["gate"] for s in scores] == [1.0, 0.0, 0.0]
+
+
+def test_ensemble_penalises_disagreement() -> None:
+    spec = {"ensemble": {"parts": ["f1", "exact_match"], "penalty": 1.0}}
+    # f1("a b", "a") = 2*(1/2*1)/(1/2+1) = 2/3 ; exact match 0 → mean 1/3, std 1/3 → 0
+    (score,) = rewardlab.load(spec).score([Sample(response="a b", reference="a")])
+    assert score.value == pytest.approx(0.0, abs=1e-12)
+
+
+def test_normalized_reward_keeps_the_raw_value() -> None:
+    norm = Normalized(A, "zscore", eps=0.0)
+    scores = norm.score([sample(a=1.0), sample(a=3.0)])
+    assert [s.value for s in scores] == [-1.0, 1.0]
+    assert [s.objectives["raw"] for s in scores] == [1.0, 3.0]
+    assert norm.batch_dependent
+
+
+def test_group_norm_spec_uses_sample_groups() -> None:
+    reward = rewardlab.load({"group_norm": {"reward": "exact_match", "scale": False}})
+    samples = [Sample(response="a", reference="a", group=1), Sample(response="b", reference="a", group=1),
+               Sample(response="a", reference="a", group=2)]
+    assert [s.value for s in reward.score(samples)] == [0.5, -0.5, 0.0]
+
+
+def test_bad_composite_specs_name_the_problem() -> None:
+    with pytest.raises(rewardlab.SpecError, match="gate"):
+        rewardlab.load({"gate": {"then": "f1"}})
+    with pytest.raises(rewardlab.SpecError, match="unknown options"):
+        rewardlab.load({"sum": {"parts": {"f1": 1.0}, "weights": 2}})
+    with pytest.raises(rewardlab.SpecError, match=r"normalisation|unknown options"):
+        rewardlab.load({"zscore": {"reward": "f1", "scale": True}})
+    with pytest.raises(ValueError, match="missing must be"):
+        WeightedSum([("a", A, 1.0)], missing="ignore")
+
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(finite, min_size=2, max_size=20), st.randoms())
+def test_zscore_is_permutation_equivariant(values: list[float], rnd: object) -> None:
+    order = list(range(len(values)))
+    rnd.shuffle(order)  # type: ignore[attr-defined]
+    full = zscore(values)
+    permuted = zscore([values[i] for i in order])
+    for position, i in enumerate(order):
+        assert permuted[position] == pytest.approx(full[i], abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(finite, st.integers(0, 3)), min_size=1, max_size=24))
+def test_group_normalize_is_centred_per_group(rows: Sequence[tuple[float, int]]) -> None:
+    values, groups = [v for v, _ in rows], [g for _, g in rows]
+    out = group_normalize(values, groups, scale=False)
+    for g in set(groups):
+        members = [o for o, gg in zip(out, groups, strict=True) if gg == g]
+        assert abs(sum(members)) <= 1e-6 * max(1.0, max(abs(v) for v in values)) * len(members)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(finite, min_size=1, max_size=20))
+def test_rank_normalize_is_monotone_and_bounded(values: list[float]) -> None:
+    out = rank_normalize(values)
+    assert all(0.0 <= o <= 1.0 for o in out)  # type: ignore[operator]
+    for i in range(len(values)):
+        for j in range(len(values)):
+            if values[i] < values[j]:
+                assert out[i] < out[j]  # type: ignore[operator]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(finite, finite), min_size=1, max_size=10),
+       st.floats(0.1, 5), st.floats(0.1, 5), st.integers(1, 10))
+def test_weighted_sum_is_batch_size_invariant(pairs: list[tuple[float, float]], wa: float, wb: float,
+                                              chunk: int) -> None:
+    total = WeightedSum([("a", A, wa), ("b", B, wb)])
+    samples = [sample(a=a, b=b) for a, b in pairs]
+    whole = [s.value for s in total.score(samples)]
+    chunked = [s.value for start in range(0, len(samples), chunk)
+               for s in total.score(samples[start:start + chunk])]
+    assert whole == chunked
+    for (a, b), v in zip(pairs, whole, strict=True):
+        assert v == pytest.approx(wa * a + wb * b, rel=1e-9, abs=1e-6)
