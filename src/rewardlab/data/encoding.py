@@ -1,0 +1,334 @@
+"""Prompt + response → token ids for a reward model, truncated so that every pair is kept.
+
+`encode_sample` renders the text with the tokenizer's own chat template when it has one, else the plain
+template of `rewardlab.data.templates` (BERT-like tokenizers: prompt as segment A, response as segment B).
+Truncation policies:
+
+- `"prompt_left"` (default): the response is kept whole whenever it fits with the special tokens; the prompt
+  loses its oldest turns first (a leading system message is kept while other turns remain), then tokens from
+  its left. Only when the response alone exceeds the budget is it cut from the right (and the prompt emptied).
+- `"right"`: plain right truncation of the prompt + response content (the special tokens are kept).
+
+Whatever is cut is counted in the returned `EncodedSample`; the result never exceeds `max_length` tokens.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rewardlab.data.templates import (
+    ASSISTANT_PREFIX,
+    has_chat_template,
+    is_pair_encoder,
+    prompt_messages,
+    render_plain_prompt,
+    template_name,
+)
+from rewardlab.types import Message, PreferencePair, Prompt
+
+if TYPE_CHECKING:
+    import torch
+
+TRUNCATION_POLICIES = ("prompt_left", "right")
+"""Accepted values of `truncation`."""
+
+
+@dataclass
+class EncodedSample:
+    """Token ids of one (prompt, response) and what truncation removed to fit `max_length`."""
+
+    input_ids: list[int]
+    truncated: bool = False
+    prompt_tokens_dropped: int = 0
+    response_tokens_dropped: int = 0
+    prompt_turns_dropped: int = 0
+    token_type_ids: list[int] | None = None
+    prompt_tokens: int = 0
+    response_tokens: int = 0
+    template: str = ""
+
+    @property
+    def attention_mask(self) -> list[int]:
+        """All ones (no padding inside one sample)."""
+        return [1] * len(self.input_ids)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class _SpecialLayout:
+    """Special tokens a tokenizer wraps around one sequence (`head A tail`) or a pair (`head A middle B tail`)."""
+
+    head: list[int] = field(default_factory=list)
+    middle: list[int] = field(default_factory=list)
+    tail: list[int] = field(default_factory=list)
+    type_a: int | None = None
+    type_b: int | None = None
+
+
+_LAYOUT_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, _SpecialLayout]] = weakref.WeakKeyDictionary()
+_PROBE_A = "hello"
+_PROBE_B = "world"
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of `text` without special tokens (a chat template's literal special tokens are still parsed)."""
+    if not text:
+        return []
+    encoded = tokenizer(text, add_special_tokens=False, verbose=False)
+    return list(encoded["input_ids"])
+
+
+def _find(haystack: Sequence[int], needle: Sequence[int], start: int = 0) -> int:
+    """First index >= start where `needle` occurs in `haystack`, or -1."""
+    n = len(needle)
+    for i in range(start, len(haystack) - n + 1):
+        if list(haystack[i : i + n]) == list(needle):
+            return i
+    return -1
+
+
+def _special_layout(tokenizer: Any, pair: bool) -> _SpecialLayout:
+    """Probe which special tokens the tokenizer adds around a single sequence or a pair (cached per tokenizer)."""
+    try:
+        cached = _LAYOUT_CACHE.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: probe every time
+        cached = {}
+    if pair in cached:
+        return cached[pair]
+    ids_a = _ids(tokenizer, _PROBE_A)
+    if pair:
+        ids_b = _ids(tokenizer, _PROBE_B)
+        encoded = tokenizer(_PROBE_A, _PROBE_B, add_special_tokens=True, verbose=False)
+        full = list(encoded["input_ids"])
+        i = _find(full, ids_a)
+        j = -1
+        k = _find(full, ids_b, i + len(ids_a)) if i >= 0 else -1
+        while k >= 0:  # the last occurrence of B after A
+            j = k
+            k = _find(full, ids_b, k + 1)
+        if i < 0 or j < 0:
+            raise ValueError(f"cannot locate the pair segments in the tokenizer's pair encoding {full}")
+        types = encoded.get("token_type_ids")
+        layout = _SpecialLayout(
+            head=full[:i],
+            middle=full[i + len(ids_a) : j],
+            tail=full[j + len(ids_b) :],
+            type_a=int(types[i]) if types is not None else None,
+            type_b=int(types[j]) if types is not None else None,
+        )
+    else:
+        full = list(tokenizer(_PROBE_A, add_special_tokens=True, verbose=False)["input_ids"])
+        i = _find(full, ids_a)
+        if i < 0:
+            raise ValueError(f"cannot locate the text in the tokenizer's encoding {full}")
+        layout = _SpecialLayout(head=full[:i], tail=full[i + len(ids_a) :])
+    cached[pair] = layout
+    return layout
+
+
+@dataclass
+class _Parts:
+    """One sample split into fixed special tokens and the cuttable prompt / response token runs."""
+
+    head: list[int]
+    prompt: list[int]
+    middle: list[int]
+    response: list[int]
+    tail: list[int]
+    type_a: int | None = None
+    type_b: int | None = None
+
+
+def _chat_prefix_text(tokenizer: Any, messages: list[Message]) -> str:
+    """The chat template's rendering of the prompt followed by the assistant header."""
+    if not messages:
+        return ""
+    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
+def _chat_parts(tokenizer: Any, messages: list[Message], response: str) -> tuple[_Parts, str]:
+    """Split the chat-template rendering into [BOS] + prompt + response + closing tokens; returns parts and prefix."""
+    full_text = str(
+        tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": response}], tokenize=False)
+    )
+    prefix_text = _chat_prefix_text(tokenizer, messages)
+    if not full_text.startswith(prefix_text):
+        plain_prefix = str(tokenizer.apply_chat_template(messages, tokenize=False)) if messages else ""
+        if full_text.startswith(plain_prefix):
+            prefix_text = plain_prefix
+        else:
+            at = full_text.rfind(response) if response else len(full_text)
+            prefix_text = full_text[: max(at, 0)]
+    suffix_text = full_text[len(prefix_text) :]
+    at = suffix_text.rfind(response) if response else -1
+    if at >= 0:
+        response_text, tail_text = suffix_text[: at + len(response)], suffix_text[at + len(response) :]
+    else:
+        response_text, tail_text = suffix_text, ""
+    prompt_ids = _ids(tokenizer, prefix_text)
+    head: list[int] = []
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is not None and prompt_ids and prompt_ids[0] == bos:
+        head, prompt_ids = [bos], prompt_ids[1:]
+    response_ids = _ids(tokenizer, response_text)
+    if not prompt_ids and not head and bos is not None and response_ids and response_ids[0] == bos:
+        head, response_ids = [bos], response_ids[1:]
+    return _Parts(head, prompt_ids, [], response_ids, _ids(tokenizer, tail_text)), prefix_text
+
+
+def _plain_prompt_text(messages: list[Message], pair: bool) -> str:
+    """The prompt segment in the plain template (with the assistant marker unless it is a pair encoding)."""
+    if pair:
+        return render_plain_prompt(messages)
+    if not messages:
+        return ASSISTANT_PREFIX.strip()
+    return render_plain_prompt(messages) + ASSISTANT_PREFIX.rstrip()
+
+
+def _prompt_ids(tokenizer: Any, messages: list[Message], chat: bool, pair: bool) -> list[int]:
+    """Token ids of the prompt alone (for re-rendering after dropping turns)."""
+    if chat:
+        ids = _ids(tokenizer, _chat_prefix_text(tokenizer, messages))
+        bos = getattr(tokenizer, "bos_token_id", None)
+        return ids[1:] if bos is not None and ids and ids[0] == bos else ids
+    return _ids(tokenizer, _plain_prompt_text(messages, pair))
+
+
+def _drop_oldest_turn(messages: list[Message]) -> list[Message]:
+    """Remove the oldest non-system turn (and a now-leading assistant turn), keeping leading system messages."""
+    n_system = 0
+    while n_system < len(messages) and messages[n_system].get("role") == "system":
+        n_system += 1
+    system, rest = messages[:n_system], messages[n_system:]
+    if len(rest) <= 1:
+        return messages[1:] if len(messages) > 1 else messages
+    rest = rest[1:]
+    while len(rest) > 1 and rest[0].get("role") == "assistant":
+        rest = rest[1:]
+    return system + rest
+
+
+def encode_sample(
+    tokenizer: Any,
+    prompt: Prompt,
+    response: str,
+    *,
+    max_length: int,
+    truncation: str = "prompt_left",
+) -> EncodedSample:
+    """Token ids of (prompt, response) for a reward model, at most `max_length` long, with what was cut counted."""
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    if truncation not in TRUNCATION_POLICIES:
+        raise ValueError(f"truncation must be one of {TRUNCATION_POLICIES}, got {truncation!r}")
+    if not isinstance(response, str):
+        raise TypeError(f"response must be a string, got {type(response).__name__}")
+    messages = prompt_messages(prompt)
+    chat = has_chat_template(tokenizer)
+    pair = not chat and is_pair_encoder(tokenizer)
+    if chat:
+        parts, _ = _chat_parts(tokenizer, messages, response)
+    elif pair:
+        layout = _special_layout(tokenizer, pair=True)
+        parts = _Parts(
+            list(layout.head), _prompt_ids(tokenizer, messages, False, True), list(layout.middle),
+            _ids(tokenizer, response), list(layout.tail), layout.type_a, layout.type_b,
+        )
+    else:
+        layout = _special_layout(tokenizer, pair=False)
+        parts = _Parts(
+            list(layout.head), _prompt_ids(tokenizer, messages, False, False), [],
+            _ids(tokenizer, " " + response if response else ""), list(layout.tail),
+        )
+    n_prompt, n_response = len(parts.prompt), len(parts.response)
+    fixed = len(parts.head) + len(parts.middle) + len(parts.tail)
+    budget = max(max_length - fixed, 0)
+    prompt_ids, response_ids, turns_dropped = parts.prompt, parts.response, 0
+    if n_prompt + n_response > budget:
+        if truncation == "right":
+            response_ids = response_ids[: max(budget - n_prompt, 0)]
+            prompt_ids = prompt_ids[:budget]
+        elif n_response > budget:
+            response_ids, prompt_ids, turns_dropped = response_ids[:budget], [], len(messages)
+        else:
+            prompt_budget = budget - n_response
+            kept = messages
+            while len(prompt_ids) > prompt_budget and prompt_budget > 0 and len(kept) > 1:
+                shorter = _drop_oldest_turn(kept)
+                if len(shorter) == len(kept):
+                    break
+                kept = shorter
+                prompt_ids = _prompt_ids(tokenizer, kept, chat, pair)
+            turns_dropped = len(messages) - len(kept)
+            if len(prompt_ids) > prompt_budget:
+                prompt_ids = prompt_ids[len(prompt_ids) - prompt_budget :] if prompt_budget > 0 else []
+                if not prompt_ids:
+                    turns_dropped = len(messages)
+    input_ids = [*parts.head, *prompt_ids, *parts.middle, *response_ids, *parts.tail]
+    token_type_ids: list[int] | None = None
+    if pair and parts.type_a is not None and parts.type_b is not None:
+        n_a = len(parts.head) + len(prompt_ids) + len(parts.middle)
+        token_type_ids = [parts.type_a] * n_a + [parts.type_b] * (len(response_ids) + len(parts.tail))
+    if len(input_ids) > max_length:  # max_length below the special tokens alone: cut everything from the right
+        input_ids = input_ids[:max_length]
+        token_type_ids = None if token_type_ids is None else token_type_ids[:max_length]
+        kept_content = max(max_length - len(parts.head), 0)
+        prompt_ids = prompt_ids[:kept_content]
+        response_ids = response_ids[: max(kept_content - len(prompt_ids) - len(parts.middle), 0)]
+    prompt_dropped = max(n_prompt - len(prompt_ids), 0)
+    response_dropped = n_response - len(response_ids)
+    return EncodedSample(
+        input_ids=input_ids,
+        truncated=prompt_dropped > 0 or response_dropped > 0 or turns_dropped > 0 or len(input_ids) < fixed,
+        prompt_tokens_dropped=prompt_dropped,
+        response_tokens_dropped=response_dropped,
+        prompt_turns_dropped=turns_dropped,
+        token_type_ids=token_type_ids,
+        prompt_tokens=len(prompt_ids),
+        response_tokens=len(response_ids),
+        template=template_name(tokenizer),
+    )
+
+
+def encode_pair(
+    tokenizer: Any,
+    pair: PreferencePair,
+    *,
+    max_length: int,
+    truncation: str = "prompt_left",
+) -> tuple[EncodedSample, EncodedSample]:
+    """The chosen and the rejected response of `pair`, each encoded with `encode_sample`."""
+    chosen = encode_sample(tokenizer, pair.prompt, pair.chosen, max_length=max_length, truncation=truncation)
+    rejected = encode_sample(tokenizer, pair.prompt, pair.rejected, max_length=max_length, truncation=truncation)
+    return chosen, rejected
+
+
+def collate_encoded(
+    samples: Sequence[EncodedSample], *, pad_token_id: int, padding_side: str = "right"
+) -> dict[str, torch.Tensor]:
+    """Pad encoded samples into a batch: `input_ids`, `attention_mask` (and `token_type_ids` when present)."""
+    import torch
+
+    if padding_side not in ("right", "left"):
+        raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+    width = max((len(s.input_ids) for s in samples), default=0)
+    ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(samples), width), dtype=torch.long)
+    with_types = bool(samples) and all(s.token_type_ids is not None for s in samples)
+    types = torch.zeros((len(samples), width), dtype=torch.long)
+    for row, sample in enumerate(samples):
+        n = len(sample.input_ids)
+        span = slice(0, n) if padding_side == "right" else slice(width - n, width)
+        ids[row, span] = torch.tensor(sample.input_ids, dtype=torch.long)
+        mask[row, span] = 1
+        if with_types and sample.token_type_ids is not None:
+            types[row, span] = torch.tensor(sample.token_type_ids, dtype=torch.long)
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if with_types:
+        batch["token_type_ids"] = types
+    return batch
