@@ -1,0 +1,51 @@
+"""Evaluate any reward: pairwise and best-of-N accuracy, calibration, bias slices, robustness, PRM step F1,
+written as `metrics.json` plus a self-contained `report.html` (see docs/evaluate.md)."""
+
+from rewardlab.evaluate.calibration import (
+    brier_score,
+    calibration_report,
+    expected_calibration_error,
+    fit_temperature,
+    preference_probabilities,
+    reliability_bins,
+)
+from rewardlab.evaluate.metrics import (
+    best_of_n_accuracy,
+    length_bias,
+    pairwise_accuracy,
+    position_consistency,
+    reward_statistics,
+    section_scores,
+    spearman,
+    subset_accuracy,
+)
+from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
+from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
+from rewardlab.evaluate.runner import EvalData, PairwiseComparer, evaluate, evaluate_reward, load_eval_data
+
+__all__ = [
+    "PERTURBATIONS",
+    "EvalData",
+    "PairwiseComparer",
+    "StepRow",
+    "best_of_n_accuracy",
+    "brier_score",
+    "calibration_report",
+    "evaluate",
+    "evaluate_reward",
+    "expected_calibration_error",
+    "first_error_f1",
+    "first_error_prediction",
+    "fit_temperature",
+    "length_bias",
+    "load_eval_data",
+    "pairwise_accuracy",
+    "perturbation_effect",
+    "position_consistency",
+    "preference_probabilities",
+    "reliability_bins",
+    "reward_statistics",
+    "section_scores",
+    "spearman",
+    "subset_accuracy",
+]

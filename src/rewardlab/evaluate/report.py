@@ -1,0 +1,298 @@
+"""The evaluation report: one self-contained HTML file, every plot an embedded PNG (matplotlib, Agg backend).
+
+Plots: per-subset accuracy bars (all rewards side by side), then one column per reward with the histogram of
+chosen vs rejected rewards, the reliability diagram, and the reward-vs-length scatter; robustness flip rates.
+No external file, script, font or stylesheet is referenced, so the file opens offline in any browser.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rewardlab.data.jsonl import atomic_writer
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1b1f24;
+background:#fff;max-width:1800px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:8px 0}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}
+th{background:#f6f8fa}.muted{color:#57606a;font-size:12px}
+.grid{display:grid;grid-template-columns:repeat(var(--cols),minmax(320px,1fr));gap:16px}
+.card{border:1px solid #d0d7de;border-radius:6px;padding:8px}
+figure{margin:6px 0}figure img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#57606a}
+code{background:#f6f8fa;padding:1px 4px;border-radius:3px}
+"""
+
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def _figure_to_data_uri(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight", facecolor="white")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _img(uri: str, name: str, caption: str) -> str:
+    return (
+        f'<figure><img src="{uri}" alt="{html.escape(caption)}" data-plot="{html.escape(name)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return html.escape(str(value))
+
+
+def _present(values: Sequence[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def histogram_plot(chosen: Sequence[float | None], rejected: Sequence[float | None], title: str) -> str:
+    """Overlaid histograms of the reward on chosen and on rejected responses."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    c, r = _present(chosen), _present(rejected)
+    both = c + r
+    if both:
+        lo, hi = min(both), max(both)
+        bins = [float(b) for b in np.linspace(lo, hi if hi > lo else lo + 1.0, 31)]
+        ax.hist(c, bins=bins, alpha=0.55, color="#2ca02c", label=f"chosen (n={len(c)})")
+        ax.hist(r, bins=bins, alpha=0.55, color="#d62728", label=f"rejected (n={len(r)})")
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no values", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("reward")
+    ax.set_ylabel("responses")
+    ax.set_title(title, fontsize=10)
+    return _figure_to_data_uri(fig)
+
+
+def reliability_plot(bins: Sequence[Mapping[str, Any]], temperature: float | None, title: str) -> str:
+    """Reliability diagram: accuracy vs confidence per bin, bar widths = bins, the diagonal = calibrated."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    ax.plot([0.5, 1.0], [0.5, 1.0], ls="--", color="#888", lw=1, label="calibrated")
+    shown = [b for b in bins if b["count"]]
+    if shown:
+        ax.bar([(b["lower"] + b["upper"]) / 2 for b in shown], [b["accuracy"] for b in shown],
+               width=[b["upper"] - b["lower"] for b in shown], edgecolor="#1f77b4", color="#1f77b488",
+               label="accuracy")
+        ax.plot([b["confidence"] for b in shown], [b["accuracy"] for b in shown], "o", color="#1f77b4", ms=3)
+    ax.set_xlim(0.5, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("confidence max(p, 1−p)")
+    ax.set_ylabel("accuracy")
+    t = "∞" if temperature is None else f"{temperature:.3g}"
+    ax.set_title(f"{title} (T = {t})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return _figure_to_data_uri(fig)
+
+
+def length_scatter_plot(raw: Mapping[str, Any], spearman: float | None, title: str) -> str:
+    """Reward against response length (words), chosen and rejected responses coloured apart."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    for key, color in (("chosen", "#2ca02c"), ("rejected", "#d62728")):
+        pts = [(length, v) for length, v in zip(raw[f"{key}_length"], raw[key], strict=True) if v is not None]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, alpha=0.45, color=color, label=key)
+    ax.set_xlabel("response length (words)")
+    ax.set_ylabel("reward")
+    rho = "–" if spearman is None else f"{spearman:.2f}"
+    ax.set_title(f"{title} (Spearman ρ = {rho})", fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    return _figure_to_data_uri(fig)
+
+
+def grouped_bars_plot(
+    groups: Sequence[str], series: Mapping[str, Sequence[float | None]], ylabel: str, title: str,
+    reference: float | None = None,
+) -> str:
+    """Bars per group (subset, perturbation, ...) with one bar per reward side by side."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    width_in = max(4.6, 0.55 * len(groups) * max(1, len(series)) + 1.5)
+    fig, ax = plt.subplots(figsize=(min(width_in, 16.0), 3.2))
+    x = np.arange(len(groups))
+    n = max(1, len(series))
+    width = 0.8 / n
+    for i, (label, values) in enumerate(series.items()):
+        heights = [0.0 if v is None else v for v in values]
+        ax.bar(x + (i - (n - 1) / 2) * width, heights, width=width, label=label, color=_COLORS[i % len(_COLORS)])
+    if reference is not None:
+        ax.axhline(reference, ls="--", color="#888", lw=1)
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center",
+                       fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return _figure_to_data_uri(fig)
+
+
+def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    def get(m: Mapping[str, Any], *keys: str) -> Any:
+        cur: Any = m
+        for key in keys:
+            if not isinstance(cur, Mapping):
+                return None
+            cur = cur.get(key)
+        return cur
+
+    rows = [
+        ("pairwise accuracy", ("pairwise_accuracy",)),
+        ("pairs scored / missing", ()),
+        ("best-of-N accuracy", ("best_of_n", "accuracy")),
+        ("ECE (fitted T)", ("calibration", "ece")),
+        ("Brier (fitted T)", ("calibration", "brier")),
+        ("temperature T", ("calibration", "temperature")),
+        ("ECE (T = 1)", ("calibration", "unit_temperature", "ece")),
+        ("acc. when chosen is longer", ("length_bias", "chosen_longer", "accuracy")),
+        ("acc. when chosen is shorter", ("length_bias", "chosen_shorter", "accuracy")),
+        ("Spearman(reward, length)", ("length_bias", "spearman_reward_length")),
+        ("robustness: flip rate", ("robustness", "flip_rate")),
+        ("robustness: mean |Δr| / std", ("robustness", "mean_abs_change_in_std")),
+        ("process: first-error F1", ("process", "f1")),
+        ("reward mean", ("statistics", "all", "mean")),
+        ("reward std", ("statistics", "all", "std")),
+    ]
+    out = []
+    for name, keys in rows:
+        if not keys:
+            cells = [f"{m['pairwise']['n_scored']} / {m['pairwise']['n_missing']}" for m in rewards.values()]
+        else:
+            cells = [_fmt(get(m, *keys)) for m in rewards.values()]
+        out.append((name, cells))
+    return out
+
+
+def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any]]) -> str:
+    """The HTML text of the report for `evaluate`'s result and the per-pair values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rewards: Mapping[str, Mapping[str, Any]] = result["rewards"]
+    labels = list(rewards)
+    esc = html.escape
+    parts: list[str] = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<title>rewardlab evaluation report</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>rewardlab evaluation report</h1>",
+    ]
+    data = result.get("data", {})
+    prov = result.get("provenance", {})
+    versions = ", ".join(f"{k} {v}" for k, v in prov.get("versions", {}).items() if v)
+    parts.append(
+        f"<p class='muted'>data: <code>{esc(str(data.get('path')))}</code> rows {esc(str(data.get('rows', 'all')))}"
+        f" · {data.get('n_pairs', 0)} pairs, {data.get('n_best_of_n_rows', 0)} best-of-N rows,"
+        f" {data.get('n_step_rows', 0)} step rows · seed {prov.get('seed')} · batch size {prov.get('batch_size')}"
+        f"<br>{esc(versions)}</p>"
+    )
+    # summary table
+    parts.append("<h2>Summary</h2><table><tr><th>metric</th>")
+    parts.extend(f"<th>{esc(label)}</th>" for label in labels)
+    parts.append("</tr>")
+    for name, cells in _summary_rows(rewards):
+        parts.append(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    parts.append("</table>")
+    parts.append("<p class='muted'>" + " · ".join(
+        f"<b>{esc(label)}</b>: <code>{esc(json.dumps(m['provenance']['reward']['spec']))}</code>"
+        for label, m in rewards.items()) + "</p>")
+
+    # per-subset bars
+    subsets = sorted({s for m in rewards.values() for s in m["subsets"]})
+    parts.append("<h2>Accuracy per subset</h2>")
+    series = {label: [m["subsets"].get(s, {}).get("accuracy") for s in subsets] for label, m in rewards.items()}
+    parts.append(_img(grouped_bars_plot(subsets, series, "pairwise accuracy", "accuracy per subset", 0.5),
+                      "subset_bars", "pairwise accuracy per subset; dashed line = chance"))
+    parts.append("<table><tr><th>subset</th><th>pairs</th>" + "".join(f"<th>{esc(lb)}</th>" for lb in labels)
+                 + "</tr>")
+    for s in subsets:
+        n = max(m["subsets"].get(s, {}).get("n_pairs", 0) for m in rewards.values())
+        parts.append(f"<tr><td>{esc(s)}</td><td>{n}</td>"
+                     + "".join(f"<td>{_fmt(m['subsets'].get(s, {}).get('accuracy'))}</td>" for m in rewards.values())
+                     + "</tr>")
+    parts.append("</table>")
+    if any(m.get("sections") for m in rewards.values()):
+        names = sorted({sec for m in rewards.values() for sec in (m.get("sections") or {}).get("sections", {})})
+        parts.append("<h3>Sections</h3><table><tr><th>section</th>"
+                     + "".join(f"<th>{esc(lb)}</th>" for lb in labels) + "</tr>")
+        for sec in names:
+            parts.append(f"<tr><td>{esc(sec)}</td>" + "".join(
+                f"<td>{_fmt(((m.get('sections') or {}).get('sections', {}).get(sec) or {}).get('accuracy'))}</td>"
+                for m in rewards.values()) + "</tr>")
+        parts.append("<tr><td><b>weighted score</b></td>" + "".join(
+            f"<td>{_fmt((m.get('sections') or {}).get('score'))}</td>" for m in rewards.values()) + "</tr></table>")
+
+    # per reward, side by side
+    parts.append(f"<h2>Per reward</h2><div class='grid' style='--cols:{len(labels)}'>")
+    for label, m in rewards.items():
+        raw = raws[label]
+        cal = m["calibration"]
+        parts.append(f"<div class='card'><h3>{esc(label)}</h3>")
+        parts.append(_img(histogram_plot(raw["chosen"], raw["rejected"], label), f"histogram:{label}",
+                          "reward on chosen vs rejected responses"))
+        parts.append(_img(reliability_plot(cal.get("reliability", []), cal.get("temperature"), label),
+                          f"reliability:{label}",
+                          f"reliability of sigmoid(Δr/T); ECE {_fmt(cal.get('ece'))}, Brier {_fmt(cal.get('brier'))}"))
+        parts.append(_img(length_scatter_plot(raw, m["length_bias"].get("spearman_reward_length"), label),
+                          f"length:{label}",
+                          "reward vs length; accuracy when chosen is longer "
+                          f"{_fmt(m['length_bias']['chosen_longer']['accuracy'])}, shorter "
+                          f"{_fmt(m['length_bias']['chosen_shorter']['accuracy'])}"))
+        errors = m.get("errors", {})
+        if errors.get("n"):
+            parts.append(f"<p class='muted'>{errors['n']} samples failed; first: "
+                         f"{esc(str(errors['examples'][0]['error']))}</p>")
+        parts.append("</div>")
+    parts.append("</div>")
+
+    # robustness
+    perturbations = sorted({p for m in rewards.values() for p in m["robustness"].get("perturbations", {})})
+    if perturbations:
+        parts.append("<h2>Robustness to meaning-preserving edits</h2>")
+        flips = {label: [m["robustness"]["perturbations"].get(p, {}).get("flip_rate") for p in perturbations]
+                 for label, m in rewards.items()}
+        parts.append(_img(grouped_bars_plot(perturbations, flips, "share of pairs flipped", "ranking flips"),
+                          "robustness_bars", "share of probed pairs whose ranking flips under each perturbation"))
+        parts.append("<table><tr><th>perturbation</th>" + "".join(
+            f"<th>{esc(lb)} flip rate</th><th>{esc(lb)} |Δr|/std</th>" for lb in labels) + "</tr>")
+        for p in perturbations:
+            cells = []
+            for m in rewards.values():
+                e = m["robustness"]["perturbations"].get(p, {})
+                cells.append(f"<td>{_fmt(e.get('flip_rate'))}</td><td>{_fmt(e.get('mean_abs_change_in_std'))}</td>")
+            parts.append(f"<tr><td>{esc(p)}</td>{''.join(cells)}</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(path: str | Path, result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any]]) -> Path:
+    """Write the self-contained report to `path` (atomically) and return the path."""
+    text = render_report(result, raws)
+    with atomic_writer(path) as handle:
+        handle.write(text)
+    return Path(path)

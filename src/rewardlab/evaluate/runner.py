@@ -1,0 +1,679 @@
+"""Score evaluation data with one or more rewards, compute every metric, write `metrics.json`, `scores.jsonl`
+and `report.html`.
+
+Data kinds (one file may hold one kind; a Python list may mix them):
+- preference pairs: whatever `rewardlab.data.preference.load_preferences` reads (prompt/chosen/rejected JSONL,
+  HH-RLHF dialogues, ...), or `PreferencePair` objects;
+- best-of-N rows: `{"prompt": ..., "chosen": "...", "rejected": ["...", "...", ...], "subset": optional}`, or
+  `RankedResponses` (responses[0] is the chosen one); each row also yields chosen-vs-rejected pairs;
+- step-labelled rows (process rewards): `{"prompt": ..., "steps": ["...", ...], "label": first_wrong_step_or_-1}`,
+  or `StepRow` objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from rewardlab.data.jsonl import atomic_writer, dumps_row, iter_jsonl
+from rewardlab.evaluate.calibration import calibration_report
+from rewardlab.evaluate.metrics import (
+    best_of_n_accuracy,
+    length_bias,
+    pairwise_accuracy,
+    position_consistency,
+    reward_statistics,
+    section_scores,
+    subset_accuracy,
+)
+from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
+from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
+from rewardlab.types import PreferencePair, Prompt, RankedResponses, Reward, Sample, Score
+
+EvalItem = PreferencePair | RankedResponses | StepRow
+_console = Console(stderr=True)
+
+
+class EvaluationDataError(ValueError):
+    """Evaluation data that cannot be used (the message names the file, line and field)."""
+
+
+@runtime_checkable
+class PairwiseComparer(Protocol):
+    """A pairwise judge: `compare_pairs([(prompt, first, second), ...])` → P(first ≻ second) per item."""
+
+    def compare_pairs(self, items: Sequence[tuple[Prompt, str, str]]) -> list[float | None]:
+        """Probability that the first response is better, or `None` when the judge gives no verdict."""
+
+
+@dataclass
+class EvalData:
+    """Evaluation data split by kind, with where it came from."""
+
+    pairs: list[PreferencePair] = field(default_factory=list)
+    best_of_n: list[RankedResponses] = field(default_factory=list)
+    steps: list[StepRow] = field(default_factory=list)
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.pairs) + len(self.best_of_n) + len(self.steps)
+
+
+def response_length(text: str) -> int:
+    """Length of a response in whitespace-separated words (the unit of every length-bias figure)."""
+    return len(text.split())
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _parse_rows_slice(rows: str | slice | None) -> slice | None:
+    if rows is None or isinstance(rows, slice):
+        return rows
+    parts = rows.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"rows must look like START:END (e.g. 1500:1800), got {rows!r}")
+    try:
+        start = int(parts[0]) if parts[0] else None
+        end = int(parts[1]) if parts[1] else None
+    except ValueError:
+        raise ValueError(f"rows must look like START:END with integers, got {rows!r}") from None
+    return slice(start, end)
+
+
+def _detect_kind(path: Path) -> str:
+    """'best_of_n', 'steps' or 'pairs', from the first parseable row of a JSONL file."""
+    if not path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        return "pairs"
+    for line in iter_jsonl(path):
+        if line.error is None and isinstance(line.row, dict):
+            row = line.row
+            if isinstance(row.get("rejected"), list) and all(isinstance(r, str) for r in row["rejected"]):
+                return "best_of_n"
+            if "steps" in row and "label" in row:
+                return "steps"
+            return "pairs"
+    return "pairs"
+
+
+def _read_special_rows(path: Path, kind: str) -> list[EvalItem]:
+    items: list[EvalItem] = []
+    for line in iter_jsonl(path):
+        where = f"{path}:{line.number}"
+        if line.error is not None:
+            raise EvaluationDataError(f"{where}: {line.error}")
+        row = line.row
+        if not isinstance(row, dict):
+            raise EvaluationDataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        prompt = row.get("prompt", "")
+        if not isinstance(prompt, str | list):
+            raise EvaluationDataError(f"{where}: field 'prompt' must be a string or a list of messages")
+        subset = row.get("subset")
+        row_id = None if row.get("id") is None else str(row["id"])
+        if kind == "best_of_n":
+            chosen, rejected = row.get("chosen"), row.get("rejected")
+            if not isinstance(chosen, str):
+                raise EvaluationDataError(f"{where}: field 'chosen' must be a string")
+            if not isinstance(rejected, list) or not rejected or not all(isinstance(r, str) for r in rejected):
+                raise EvaluationDataError(f"{where}: field 'rejected' must be a non-empty list of strings")
+            items.append(RankedResponses(prompt=prompt, responses=[chosen, *rejected], subset=subset, id=row_id))
+        else:
+            steps, label = row.get("steps"), row.get("label")
+            if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
+                raise EvaluationDataError(f"{where}: field 'steps' must be a non-empty list of strings")
+            if not isinstance(label, int) or isinstance(label, bool):
+                raise EvaluationDataError(f"{where}: field 'label' must be an integer (first wrong step, or -1)")
+            try:
+                items.append(StepRow(prompt=prompt, steps=steps, label=label, subset=subset, id=row_id))
+            except ValueError as error:
+                raise EvaluationDataError(f"{where}: field 'label': {error}") from error
+    return items
+
+
+def load_eval_data(
+    source: str | Path | Sequence[EvalItem], *, rows: str | slice | None = None, data_format: str = "auto"
+) -> EvalData:
+    """Load evaluation data from a file (any preference format, best-of-N rows or step rows) or a list of items.
+
+    `rows` ("START:END" or a slice) keeps a slice of the rows, in file order (e.g. the last 300 of 1,800).
+    """
+    selection = _parse_rows_slice(rows)
+    data = EvalData()
+    items: list[EvalItem]
+    if isinstance(source, str | Path):
+        load_report: Any = None
+        path = Path(source)
+        if not path.exists():
+            raise EvaluationDataError(f"evaluation data not found: {path}")
+        kind = _detect_kind(path) if data_format == "auto" and path.is_file() else "pairs"
+        if kind == "pairs":
+            from rewardlab.data.preference import load_preferences
+
+            loaded = load_preferences(path, format=data_format)
+            items = list(loaded)
+            load_report = getattr(loaded, "report", None)
+        else:
+            items = _read_special_rows(path, kind)
+        data.source = {"path": str(path), "kind": kind}
+        if kind == "pairs" and load_report is not None and hasattr(load_report, "to_dict"):
+            summary = load_report.to_dict()
+            data.source["load_report"] = {
+                "rows_read": summary.get("rows"),
+                "skipped": len(summary.get("skipped", [])),
+                "excluded": {k: len(v) for k, v in summary.get("excluded", {}).items()},
+                "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
+            }
+        if path.is_file():
+            data.source["sha256"] = _file_sha256(path)
+    else:
+        items = list(source)
+        data.source = {"path": None, "kind": "in-memory"}
+    data.source["rows_in_source"] = len(items)
+    if selection is not None:
+        items = items[selection]
+        data.source["rows"] = f"{selection.start or 0}:{'' if selection.stop is None else selection.stop}"
+    for item in items:
+        if isinstance(item, PreferencePair):
+            data.pairs.append(item)
+        elif isinstance(item, RankedResponses):
+            if len(item.responses) < 2:
+                raise EvaluationDataError(f"a best-of-N row needs >= 2 responses, got {len(item.responses)}")
+            data.best_of_n.append(item)
+        elif isinstance(item, StepRow):
+            data.steps.append(item)
+        else:
+            raise EvaluationDataError(f"unsupported evaluation item {type(item).__name__}")
+    if not len(data):
+        raise EvaluationDataError(f"no evaluation rows in {data.source.get('path') or 'the given list'}")
+    return data
+
+
+def load_subset_weights(source: str | Path | Mapping[str, Any] | None) -> tuple[dict[str, str], dict[str, float]]:
+    """Read a section mapping: `{subset: section}`, `{section: [subsets]}`, or either under `"sections"` with an
+    optional `"section_weights": {section: weight}` (JSON or YAML file, or a mapping)."""
+    if source is None:
+        return {}, {}
+    if isinstance(source, str | Path):
+        import yaml
+
+        path = Path(source)
+        if not path.is_file():
+            raise EvaluationDataError(f"subset-weights file not found: {path}")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise EvaluationDataError(f"{path}: not valid JSON/YAML: {error}") from error
+        where = str(path)
+    else:
+        loaded, where = source, "subset_weights"
+    if not isinstance(loaded, Mapping):
+        raise EvaluationDataError(f"{where}: expected a mapping of subset → section")
+    raw = loaded.get("sections", loaded) if "sections" in loaded else {
+        k: v for k, v in loaded.items() if k != "section_weights"}
+    weights_raw = loaded.get("section_weights", {})
+    if not isinstance(raw, Mapping) or not isinstance(weights_raw, Mapping):
+        raise EvaluationDataError(f"{where}: 'sections' and 'section_weights' must be mappings")
+    sections: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            sections[str(key)] = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            for subset in value:
+                sections[subset] = str(key)
+        else:
+            raise EvaluationDataError(
+                f"{where}: entry {key!r} must map a subset to a section name, or a section to a list of subsets"
+            )
+    weights: dict[str, float] = {}
+    for key, value in weights_raw.items():
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise EvaluationDataError(f"{where}: section_weights[{key!r}] must be a number >= 0, got {value!r}")
+        weights[str(key)] = float(value)
+    return sections, weights
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib_metadata.version(package)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python and the libraries that can change a score."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for package in ("rewardlab", "numpy", "torch", "transformers", "tokenizers", "peft"):
+        out[package] = _version(package)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
+    """What identifies a reward: its spec, class, name, and any model/tokenizer hashes it exposes
+    (`metadata` dict entries whose key contains "hash", `model_hash`/`tokenizer_hash` attributes, `fingerprint()`)."""
+    out: dict[str, Any] = {
+        "spec": _jsonable(spec) if not isinstance(spec, Reward) else repr(spec),
+        "name": reward.name,
+        "class": f"{type(reward).__module__}.{type(reward).__qualname__}",
+    }
+    hashes: dict[str, Any] = {}
+    meta = getattr(reward, "metadata", None)
+    if isinstance(meta, Mapping):
+        for key, value in meta.items():
+            if "hash" in str(key).lower():
+                hashes[str(key)] = _jsonable(value)
+        for key in ("backbone", "template", "max_length"):
+            if key in meta:
+                out[key] = _jsonable(meta[key])
+    for attr in ("model_hash", "tokenizer_hash"):
+        value = getattr(reward, attr, None)
+        if isinstance(value, str):
+            hashes[attr] = value
+    fingerprint = getattr(reward, "fingerprint", None)
+    if callable(fingerprint):
+        try:
+            hashes["fingerprint"] = str(fingerprint())
+        except Exception as error:  # a fingerprint is informative only
+            hashes["fingerprint_error"] = f"{type(error).__name__}: {error}"
+    out["hashes"] = hashes
+    return out
+
+
+def _label_for(spec: Any, reward: Reward, taken: set[str]) -> str:
+    if isinstance(spec, str):
+        text = spec.strip()
+        if ":" in text and not text.startswith("{"):
+            family, _, arg = text.partition(":")
+            label = f"{family}:{Path(arg.rstrip('/')).name or arg}"
+        else:
+            label = text if len(text) <= 40 and not text.startswith("{") else reward.name
+    else:
+        label = reward.name
+    base, i = label, 2
+    while label in taken:
+        label = f"{base}#{i}"
+        i += 1
+    taken.add(label)
+    return label
+
+
+def _value(score: Score) -> float | None:
+    return score.value if score.error is None and score.value is not None and math.isfinite(score.value) else None
+
+
+@dataclass
+class _Plan:
+    """The flat list of samples to score, and where each item's responses sit in it."""
+
+    samples: list[Sample]
+    pair_index: list[tuple[int, int]]  # (chosen, rejected) positions for every pair (explicit + from best-of-N)
+    pair_meta: list[PreferencePair]
+    best_index: list[list[int]]  # positions of [chosen, *rejected] per best-of-N row
+    step_index: list[int]
+
+
+def _plan(data: EvalData) -> _Plan:
+    samples: list[Sample] = []
+    pair_index: list[tuple[int, int]] = []
+    pair_meta: list[PreferencePair] = []
+    for pair in data.pairs:
+        chosen, rejected = pair.samples()
+        pair_index.append((len(samples), len(samples) + 1))
+        samples.extend((chosen, rejected))
+        pair_meta.append(pair)
+    best_index: list[list[int]] = []
+    for row in data.best_of_n:
+        positions = []
+        for response in row.responses:
+            positions.append(len(samples))
+            samples.append(Sample(prompt=row.prompt, response=response, metadata=dict(row.metadata)))
+        best_index.append(positions)
+        for j, response in enumerate(row.responses[1:], start=1):
+            pair_index.append((positions[0], positions[j]))
+            pair_meta.append(PreferencePair(row.prompt, row.responses[0], response, subset=row.subset, id=row.id))
+    step_index: list[int] = []
+    for step_row in data.steps:
+        step_index.append(len(samples))
+        samples.append(step_row.sample())
+    return _Plan(samples, pair_index, pair_meta, best_index, step_index)
+
+
+def score_samples(
+    reward: Reward, samples: Sequence[Sample], *, batch_size: int, on_progress: Callable[[int], None] | None = None
+) -> list[Score]:
+    """Score samples in consecutive batches of `batch_size`, in order."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    out: list[Score] = []
+    for start in range(0, len(samples), batch_size):
+        batch = list(samples[start : start + batch_size])
+        scores = reward.score(batch)
+        if len(scores) != len(batch):
+            raise RuntimeError(f"{reward.name} returned {len(scores)} scores for {len(batch)} samples")
+        out.extend(scores)
+        if on_progress is not None:
+            on_progress(len(batch))
+    return out
+
+
+def _robustness(
+    reward: Reward,
+    plan: _Plan,
+    values: list[float | None],
+    *,
+    max_pairs: int,
+    seed: int,
+    batch_size: int,
+    scale: float | None,
+    on_progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    n = len(plan.pair_index)
+    if n == 0 or max_pairs <= 0:
+        return {"pairs_probed": 0, "perturbations": {}, "mean_abs_change_in_std": None, "flip_rate": None}
+    chosen_idx = sorted(random.Random(seed).sample(range(n), min(max_pairs, n)))
+    per: dict[str, Any] = {}
+    for name, perturb in PERTURBATIONS.items():
+        probe: list[int] = []
+        new_samples: list[Sample] = []
+        for i in chosen_idx:
+            ci, ri = plan.pair_index[i]
+            c, r = plan.samples[ci], plan.samples[ri]
+            pc, pr = perturb(c.response), perturb(r.response)
+            if pc == c.response and pr == r.response:
+                continue  # the perturbation does not apply to this pair
+            probe.append(i)
+            new_samples.append(Sample(prompt=c.prompt, response=pc, metadata=dict(c.metadata)))
+            new_samples.append(Sample(prompt=r.prompt, response=pr, metadata=dict(r.metadata)))
+        scores = score_samples(reward, new_samples, batch_size=batch_size, on_progress=on_progress)
+        new_values = [_value(s) for s in scores]
+        effect = perturbation_effect(
+            [values[plan.pair_index[i][0]] for i in probe],
+            [values[plan.pair_index[i][1]] for i in probe],
+            new_values[0::2],
+            new_values[1::2],
+            scale=scale,
+        )
+        per[name] = effect
+    changes = [e["mean_abs_change_in_std"] for e in per.values() if e["mean_abs_change_in_std"] is not None]
+    flips = [e["flip_rate"] for e in per.values() if e["flip_rate"] is not None]
+    return {
+        "pairs_probed": len(chosen_idx),
+        "seed": seed,
+        "perturbations": per,
+        "mean_abs_change_in_std": sum(changes) / len(changes) if changes else None,
+        "flip_rate": sum(flips) / len(flips) if flips else None,
+    }
+
+
+def _robustness_cost(plan: _Plan, max_pairs: int) -> int:
+    return 2 * len(PERTURBATIONS) * min(max_pairs, len(plan.pair_index)) if max_pairs > 0 else 0
+
+
+def evaluate_reward(
+    reward: Reward,
+    data: EvalData,
+    *,
+    spec: Any = None,
+    label: str | None = None,
+    batch_size: int = 64,
+    sections: Mapping[str, str] | None = None,
+    section_weights: Mapping[str, float] | None = None,
+    seed: int = 0,
+    robustness_pairs: int = 200,
+    n_bins: int = 10,
+    step_threshold: float = 0.5,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every metric for one reward on `data`; returns (metrics, raw values for the report and scores.jsonl)."""
+    started = time.perf_counter()
+    plan = _plan(data)
+    scores = score_samples(reward, plan.samples, batch_size=batch_size, on_progress=on_progress)
+    values = [_value(s) for s in scores]
+    errors = [(i, s.error) for i, s in enumerate(scores) if s.error is not None]
+
+    decided = [k for k, p in enumerate(plan.pair_meta) if not p.tie]
+    chosen_v = [values[plan.pair_index[k][0]] for k in range(len(plan.pair_index))]
+    rejected_v = [values[plan.pair_index[k][1]] for k in range(len(plan.pair_index))]
+    chosen_len = [response_length(p.chosen) for p in plan.pair_meta]
+    rejected_len = [response_length(p.rejected) for p in plan.pair_meta]
+
+    overall = pairwise_accuracy([chosen_v[k] for k in decided], [rejected_v[k] for k in decided])
+    per_subset = subset_accuracy(
+        [chosen_v[k] for k in decided], [rejected_v[k] for k in decided], [plan.pair_meta[k].subset for k in decided]
+    )
+    metrics: dict[str, Any] = {
+        "label": label or reward.name,
+        "pairwise_accuracy": overall.accuracy,
+        "n_pairs": len(plan.pair_index),
+        "pairwise": {**overall.to_dict(), "n_tie_labelled": len(plan.pair_index) - len(decided)},
+        "subsets": {name: acc.to_dict() for name, acc in per_subset.items()},
+    }
+    if sections:
+        metrics["sections"] = section_scores(per_subset, sections, section_weights)
+
+    # calibration: pairs with both values; a tie-labelled pair has label 0.5
+    margins, labels = [], []
+    for k, pair in enumerate(plan.pair_meta):
+        c, r = chosen_v[k], rejected_v[k]
+        if c is not None and r is not None:
+            margins.append(c - r)
+            labels.append(0.5 if pair.tie else 1.0)
+    metrics["calibration"] = calibration_report(margins, labels, n_bins)
+    metrics["length_bias"] = length_bias(
+        [chosen_v[k] for k in decided], [rejected_v[k] for k in decided],
+        [chosen_len[k] for k in decided], [rejected_len[k] for k in decided],
+    )
+    metrics["length_bias"]["unit"] = "words"
+
+    if isinstance(reward, PairwiseComparer) and plan.pair_meta:
+        items_ab = [(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]
+        items_ba = [(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]
+        metrics["position_consistency"] = {
+            "applicable": True, **position_consistency(reward.compare_pairs(items_ab), reward.compare_pairs(items_ba))
+        }
+    else:
+        metrics["position_consistency"] = {
+            "applicable": False,
+            "reason": "pointwise reward: each response is scored alone, so presentation order cannot matter",
+        }
+
+    if data.best_of_n:
+        metrics["best_of_n"] = best_of_n_accuracy(
+            [values[pos[0]] for pos in plan.best_index], [[values[j] for j in pos[1:]] for pos in plan.best_index]
+        ).to_dict()
+    else:
+        metrics["best_of_n"] = None
+
+    if data.steps:
+        predictions: list[int | None] = []
+        for pos in plan.step_index:
+            step_scores = scores[pos].steps
+            ok = scores[pos].error is None and step_scores is not None and len(step_scores) > 0
+            predictions.append(first_error_prediction(step_scores, step_threshold) if ok else None)  # type: ignore[arg-type]
+        metrics["process"] = {
+            **first_error_f1(predictions, [row.label for row in data.steps]),
+            "threshold": step_threshold,
+        }
+    else:
+        metrics["process"] = None
+
+    stats_all = reward_statistics(values)
+    metrics["statistics"] = {
+        "all": stats_all,
+        "chosen": reward_statistics(chosen_v),
+        "rejected": reward_statistics(rejected_v),
+    }
+    metrics["errors"] = {
+        "n": len(errors),
+        "n_not_applicable": sum(1 for s in scores if s.error is None and s.value is None),
+        "examples": [{"sample": i, "error": e} for i, e in errors[:5]],
+    }
+    scale = stats_all["std"] if stats_all["std"] else None
+    metrics["robustness"] = _robustness(
+        reward, plan, values, max_pairs=robustness_pairs, seed=seed, batch_size=batch_size, scale=scale,
+        on_progress=on_progress,
+    )
+    metrics["provenance"] = {
+        "reward": reward_provenance(reward, spec if spec is not None else reward.name),
+        "batch_size": batch_size,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    raw = {
+        "chosen": chosen_v,
+        "rejected": rejected_v,
+        "chosen_length": chosen_len,
+        "rejected_length": rejected_len,
+        "subset": [p.subset for p in plan.pair_meta],
+        "tie": [p.tie for p in plan.pair_meta],
+    }
+    return metrics, raw
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy is a core dependency
+        pass
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def evaluate(
+    rewards: Sequence[Reward | str | Mapping[str, Any]] | Reward | str,
+    data: str | Path | Sequence[EvalItem] | EvalData,
+    *,
+    output_dir: str | Path | None = None,
+    batch_size: int = 64,
+    subset_weights: str | Path | Mapping[str, Any] | None = None,
+    quiet: bool = False,
+    seed: int = 0,
+    rows: str | slice | None = None,
+    robustness_pairs: int = 200,
+    n_bins: int = 10,
+    step_threshold: float = 0.5,
+    report: bool = True,
+) -> dict[str, Any]:
+    """Evaluate one or more rewards on preference / best-of-N / step-labelled data.
+
+    Returns the metrics dict (also written to `output_dir/metrics.json` with `scores.jsonl` and, unless
+    `report=False`, `report.html`): the first reward's metrics at the top level, every reward's under
+    `rewards[label]`, plus `provenance` (data hash, seed, library versions).
+    """
+    from rewardlab.registry import load
+
+    specs: list[Any] = [rewards] if isinstance(rewards, Reward | str | Mapping) else list(rewards)
+    if not specs:
+        raise ValueError("evaluate needs at least one reward")
+    eval_data = data if isinstance(data, EvalData) else load_eval_data(data, rows=rows)
+    sections, weights = load_subset_weights(subset_weights)
+    _seed_everything(seed)
+    built: list[tuple[Any, Reward, bool]] = []
+    try:
+        for spec in specs:
+            built.append((spec, load(spec), not isinstance(spec, Reward)))
+        plan_size = len(_plan(eval_data).samples)
+        per_reward: dict[str, dict[str, Any]] = {}
+        raws: dict[str, dict[str, Any]] = {}
+        taken: set[str] = set()
+        progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=_console, disable=quiet,
+        )
+        with progress:
+            for spec, reward, _owned in built:
+                label = _label_for(spec, reward, taken)
+                total = plan_size + _robustness_cost(_plan(eval_data), robustness_pairs)
+                task = progress.add_task(f"evaluating {label}", total=total)
+                _seed_everything(seed)
+
+                def advance(k: int, task_id: TaskID = task) -> None:
+                    progress.advance(task_id, k)
+
+                metrics, raw = evaluate_reward(
+                    reward, eval_data, spec=spec, label=label, batch_size=batch_size, sections=sections,
+                    section_weights=weights, seed=seed, robustness_pairs=robustness_pairs, n_bins=n_bins,
+                    step_threshold=step_threshold, on_progress=advance,
+                )
+                per_reward[label] = metrics
+                raws[label] = raw
+    finally:
+        for _spec, reward, owned in built:
+            if owned:
+                reward.close()
+    primary = next(iter(per_reward))
+    result: dict[str, Any] = {
+        **{k: v for k, v in per_reward[primary].items() if k != "provenance"},
+        "primary": primary,
+        "rewards": per_reward,
+        "data": {
+            **eval_data.source,
+            "n_pairs": len(eval_data.pairs),
+            "n_best_of_n_rows": len(eval_data.best_of_n),
+            "n_step_rows": len(eval_data.steps),
+        },
+        "provenance": {
+            "seed": seed,
+            "batch_size": batch_size,
+            "versions": library_versions(),
+            "subset_weights": {"sections": sections, "section_weights": weights} if sections else None,
+        },
+    }
+    if output_dir is not None:
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(out / "metrics.json") as handle:
+            handle.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
+        write_scores(out / "scores.jsonl", raws)
+        if report:
+            from rewardlab.evaluate.report import write_report
+
+            write_report(out / "report.html", result, raws)
+    return result
+
+
+def write_scores(path: Path, raws: Mapping[str, Mapping[str, Any]]) -> None:
+    """One JSONL row per pair: its index, subset, lengths, and every reward's chosen/rejected value."""
+    labels = list(raws)
+    if not labels:
+        return
+    first = raws[labels[0]]
+    with atomic_writer(path) as handle:
+        for k in range(len(first["chosen"])):
+            row: dict[str, Any] = {
+                "pair": k,
+                "subset": first["subset"][k],
+                "chosen_length": first["chosen_length"][k],
+                "rejected_length": first["rejected_length"][k],
+            }
+            for label in labels:
+                row[label] = {"chosen": raws[label]["chosen"][k], "rejected": raws[label]["rejected"][k]}
+            handle.write(dumps_row(row) + "\n")
