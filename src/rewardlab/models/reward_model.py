@@ -1,0 +1,491 @@
+"""`RewardModel`: a scalar or multi-objective reward head on any Hugging Face backbone (encoder or decoder).
+
+Pooling: `cls` (BERT: the pooler — dense + tanh — over the first non-padding token, as
+`BertForSequenceClassification` does), `mean` (masked mean over non-padding tokens, as sentence-transformers),
+`last` (decoders: the last non-padding token, found from the attention mask, so left and right padding give the
+same score; as `*ForSequenceClassification` in transformers and Ouyang et al. 2022, InstructGPT RM).
+Multi-objective heads: k named linear outputs; with `gating=True` a gating network mixes them into one scalar
+(Wang et al. 2024, "Interpretable Preferences via Multi-Objective Reward Modeling and Mixture-of-Experts", ArmoRM).
+
+Saved folders: single-objective models whose pooling matches Hugging Face's own sequence-classification class
+(BERT + `cls`; any decoder with a `score` head + `last`) are written in that class's layout, so
+`AutoModelForSequenceClassification.from_pretrained(folder)` gives the same scores; other models write the
+backbone in `AutoModel` layout plus `reward_head.safetensors`. Every folder holds the tokenizer and
+`rewardlab.json` (pooling, objectives, reward mean/std on the training data, template, max_length, tokenizer hash).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rewardlab.models.backbones import backbone_kind, ensure_pad_token, resolve_backbone, tokenizer_hash
+
+METADATA_FILE = "rewardlab.json"
+HEAD_FILE = "reward_head.safetensors"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_VERSION = 1
+POOLINGS = ("auto", "cls", "mean", "last")
+LAYOUT_SEQUENCE_CLASSIFICATION = "sequence_classification"
+LAYOUT_BACKBONE_AND_HEAD = "backbone_and_head"
+#: Encoder model types whose `*ForSequenceClassification` is pooler(first token) → one linear layer.
+POOLER_SEQUENCE_CLASSIFICATION_TYPES = frozenset({"bert"})
+_HEAD_NAMES = {"encoder": "classifier", "decoder": "score"}
+
+
+@dataclass
+class RewardOutput:
+    """What `RewardModel.forward` returns: one reward per row, and the k objectives when the head has names."""
+
+    rewards: Tensor
+    objectives: Tensor | None = None
+    gate_weights: Tensor | None = None
+
+
+def first_token_index(attention_mask: Tensor) -> Tensor:
+    """Index of the first non-padding token of each row (0 for right padding; the pad count for left padding)."""
+    return attention_mask.to(torch.long).argmax(dim=-1)
+
+
+def last_token_index(attention_mask: Tensor) -> Tensor:
+    """Index of the last non-padding token of each row, correct under left and right padding."""
+    positions = torch.arange(attention_mask.shape[-1], device=attention_mask.device)
+    return (positions * attention_mask.to(torch.long)).argmax(dim=-1)
+
+
+def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
+    """Position ids counting only real tokens, so a left-padded row sees the same positions as alone."""
+    return (attention_mask.to(torch.long).cumsum(dim=-1) - 1).clamp(min=0)
+
+
+def pad_sequences(
+    sequences: Sequence[Sequence[int]], pad_token_id: int, *, side: str = "right"
+) -> tuple[Tensor, Tensor]:
+    """Pad token-id lists to one length: `(input_ids, attention_mask)`, both `long[B, L]`."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    width = max((len(s) for s in sequences), default=0)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        n = len(sequence)
+        if n == 0:
+            continue
+        start = 0 if side == "right" else width - n
+        ids[row, start : start + n] = torch.tensor(list(sequence), dtype=torch.long)
+        mask[row, start : start + n] = 1
+    return ids, mask
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load reports and weight-loading progress bars for the duration."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+def _as_dtype(dtype: Any) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        if dtype == "auto":
+            return None
+        resolved = getattr(torch, dtype, None)
+        if isinstance(resolved, torch.dtype):
+            return resolved
+    raise ValueError(f"torch_dtype must be a torch dtype or a name such as 'float32' or 'bfloat16', got {dtype!r}")
+
+
+def _hidden_size(config: Any) -> int:
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in ("hidden_size", "n_embd", "d_model"):
+        value = getattr(text_config, name, None)
+        if isinstance(value, int):
+            return value
+    raise ValueError(f"cannot find the hidden size in the {type(config).__name__} of the backbone")
+
+
+def _unwrap_peft(backbone: nn.Module) -> nn.Module:
+    """The plain Hugging Face model: a merged copy when LoRA adapters (peft) are attached."""
+    if hasattr(backbone, "merge_and_unload") and hasattr(backbone, "peft_config"):
+        merged: nn.Module = copy.deepcopy(backbone).merge_and_unload()  # type: ignore[operator]
+        return merged
+    return backbone
+
+
+def _tensors_for_file(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Contiguous CPU tensors with no shared storage (what safetensors accepts)."""
+    seen: set[int] = set()
+    out: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        tensor = tensor.detach().to("cpu").contiguous()
+        pointer = tensor.data_ptr()
+        if pointer in seen:
+            tensor = tensor.clone()
+        seen.add(pointer)
+        out[name] = tensor
+    return out
+
+
+class RewardModel(nn.Module):
+    """A reward head on a Hugging Face backbone: `forward(input_ids, attention_mask) -> RewardOutput`.
+
+    `backbone` is the bare transformer (`AutoModel`); LoRA adapters may be attached to it with peft.
+    `objectives` names the k outputs (default one, `"reward"`); `gating` mixes k > 1 outputs with a learned,
+    input-dependent softmax (ArmoRM); without it, k > 1 outputs are averaged into `rewards`.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        *,
+        kind: str | None = None,
+        pooling: str = "auto",
+        objectives: Sequence[str] | None = None,
+        gating: bool = False,
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__()
+        config = backbone.config
+        kind = kind or backbone_kind(config)
+        if kind not in ("encoder", "decoder"):
+            raise ValueError(f"kind must be 'encoder' or 'decoder', got {kind!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        if pooling == "auto":
+            pooling = "cls" if kind == "encoder" else "last"
+        if kind == "decoder" and pooling == "cls":
+            raise ValueError("pooling 'cls' needs an encoder: a decoder's first token sees only itself (use 'last')")
+        names = list(objectives) if objectives else ["reward"]
+        if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"objectives must be distinct non-empty names, got {names!r}")
+        if gating and len(names) < 2:
+            raise ValueError(f"gating needs at least 2 objectives to mix, got {names!r}")
+        hidden = _hidden_size(config)
+        std = float(getattr(config, "initializer_range", 0.02) or 0.02)
+        self.backbone = backbone
+        self.kind = kind
+        self.pooling = pooling
+        self.objective_names = names
+        self.gating = gating
+        self.tokenizer = tokenizer
+        self.metadata: dict[str, Any] = {}
+        self.head = nn.Linear(hidden, len(names), bias=kind == "encoder")
+        nn.init.normal_(self.head.weight, std=std)
+        if self.head.bias is not None:
+            nn.init.zeros_(self.head.bias)
+        self.gate: nn.Sequential | None = None
+        if gating:
+            self.gate = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, len(names)))
+            for layer in (self.gate[0], self.gate[2]):
+                assert isinstance(layer, nn.Linear)
+                nn.init.normal_(layer.weight, std=std)
+                nn.init.zeros_(layer.bias)
+        parameters = inspect.signature(type(backbone).forward).parameters
+        self._pass_position_ids = "position_ids" in parameters
+        self._pass_use_cache = "use_cache" in parameters
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_backbone(
+        cls,
+        backbone: str = "minilm",
+        *,
+        objectives: Sequence[str] | None = None,
+        gating: bool = False,
+        pooling: str = "auto",
+        torch_dtype: Any = None,
+    ) -> RewardModel:
+        """A fresh reward model (random head) on a pretrained backbone: `"minilm"`, a local folder or a hub id."""
+        from transformers import AutoModel, AutoTokenizer
+
+        path = resolve_backbone(backbone)
+        dtype = _as_dtype(torch_dtype)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModel.from_pretrained(path, **({"dtype": dtype} if dtype is not None else {}))
+        ensure_pad_token(tokenizer)
+        if getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+        built = cls(model, pooling=pooling, objectives=objectives, gating=gating, tokenizer=tokenizer)
+        built.metadata["backbone"] = str(backbone)
+        return built
+
+    @property
+    def config(self) -> Any:
+        """The backbone's Hugging Face config."""
+        return self.backbone.config
+
+    @property
+    def pad_token_id(self) -> int:
+        """The id used for padding (the tokenizer's, else the config's, else 0)."""
+        for source in (self.tokenizer, self.backbone.config):
+            value = getattr(source, "pad_token_id", None)
+            if isinstance(value, int):
+                return value
+        return 0
+
+    # ------------------------------------------------------------------ forward
+    def pool(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
+        """One vector per row from the token states `hidden[B, L, H]` (see the module docstring)."""
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        if self.pooling == "last":
+            return hidden[rows, last_token_index(attention_mask)]
+        if self.pooling == "mean":
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
+            return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        first = hidden[rows, first_token_index(attention_mask)]
+        pooler = getattr(self.backbone, "pooler", None)
+        if isinstance(pooler, nn.Module):
+            pooled: Tensor = pooler(first.unsqueeze(1))
+            return pooled
+        return first
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> RewardOutput:
+        """Rewards for a padded batch; `attention_mask` marks real tokens (left or right padding both work)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        inputs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._pass_position_ids:
+            inputs["position_ids"] = position_ids_from_mask(attention_mask)
+        if self._pass_use_cache:
+            inputs["use_cache"] = False
+        hidden = self.backbone(**inputs).last_hidden_state
+        features = self.pool(hidden, attention_mask).to(self.head.weight.dtype)
+        values = self.head(features)
+        if len(self.objective_names) == 1 and self.gate is None:
+            return RewardOutput(rewards=values[:, 0], objectives=values)
+        gate_weights = None
+        if self.gate is not None:
+            gate_weights = torch.softmax(self.gate(features), dim=-1)
+            rewards = (gate_weights * values).sum(dim=-1)
+        else:
+            rewards = values.mean(dim=-1)
+        return RewardOutput(rewards=rewards, objectives=values, gate_weights=gate_weights)
+
+    def score_token_ids(self, sequences: Sequence[Sequence[int]], *, batch_size: int = 16) -> RewardOutput:
+        """Score token-id lists in length-sorted batches (less padding); results in the input order, on CPU."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        for i, sequence in enumerate(sequences):
+            if len(sequence) == 0:
+                raise ValueError(f"sequence {i} is empty: nothing to score")
+        order = sorted(range(len(sequences)), key=lambda i: (-len(sequences[i]), i))
+        device = self.head.weight.device
+        k = len(self.objective_names)
+        rewards = torch.zeros(len(sequences), dtype=torch.float32)
+        objectives = torch.zeros(len(sequences), k, dtype=torch.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                ids, mask = pad_sequences([sequences[i] for i in chunk], self.pad_token_id)
+                out = self(ids.to(device), mask.to(device))
+                index = torch.tensor(chunk, dtype=torch.long)
+                rewards[index] = out.rewards.float().cpu()
+                if out.objectives is not None:
+                    objectives[index] = out.objectives.float().cpu()
+        return RewardOutput(rewards=rewards, objectives=objectives)
+
+    # ------------------------------------------------------------------ save / load
+    def sequence_classification_class(self) -> str | None:
+        """The transformers `*ForSequenceClassification` class whose layout this model saves in, or None.
+
+        Holds for one objective without gating when the pooling is what that class does: BERT with `cls`
+        (pooler over [CLS]), and decoders with `last` whose class is a bare backbone plus a bias-free `score`.
+        """
+        from transformers import AutoModelForSequenceClassification
+        from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+
+        backbone: Any = _unwrap_peft(self.backbone) if hasattr(self.backbone, "peft_config") else self.backbone
+        config: Any = backbone.config
+        model_type = getattr(config, "model_type", None)
+        class_name = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(model_type or "")
+        if class_name is None or len(self.objective_names) != 1 or self.gate is not None:
+            return None
+        if self.kind == "encoder" and not (
+            model_type in POOLER_SEQUENCE_CLASSIFICATION_TYPES
+            and self.pooling == "cls"
+            and isinstance(getattr(backbone, "pooler", None), nn.Module)
+        ):
+            return None
+        if self.kind == "decoder" and self.pooling != "last":
+            return None
+        probe: Any = copy.deepcopy(config)
+        probe.num_labels = 1
+        try:
+            with torch.device("meta"):
+                reference = AutoModelForSequenceClassification.from_config(probe)  # type: ignore[no-untyped-call]
+        except Exception:
+            return None
+        prefix = reference.base_model_prefix
+        expected = {f"{prefix}.{name}" for name in backbone.state_dict()}
+        head = {f"{_HEAD_NAMES[self.kind]}.{name}" for name in self.head.state_dict()}
+        if set(reference.state_dict()) != expected | head or type(reference).__name__ != class_name:
+            return None
+        return class_name
+
+    def save_pretrained(
+        self, path: str | Path, *, tokenizer: Any = None, metadata: dict[str, Any] | None = None
+    ) -> Path:
+        """Write the model, its tokenizer and `rewardlab.json` to the folder `path` (created if missing).
+
+        `metadata` may hold `reward_mean`, `reward_std` (scores on the training data, for normalisation),
+        `template`, `max_length`, `training_config` and anything JSON-serialisable.
+        """
+        from safetensors.torch import save_file
+
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            raise ValueError("save_pretrained needs the tokenizer: pass tokenizer=... or set model.tokenizer")
+        ensure_pad_token(tokenizer)
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        backbone: Any = _unwrap_peft(self.backbone)
+        config: Any = copy.deepcopy(backbone.config)
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = tokenizer.pad_token_id
+        class_name = self.sequence_classification_class()
+        head_name = _HEAD_NAMES[self.kind]
+        if class_name is not None:
+            prefix = backbone.base_model_prefix
+            state = {f"{prefix}.{name}": value for name, value in backbone.state_dict().items()}
+            state.update({f"{head_name}.{name}": value for name, value in self.head.state_dict().items()})
+            config.architectures = [class_name]
+            config.num_labels = 1
+            save_file(_tensors_for_file(state), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+            (folder / HEAD_FILE).unlink(missing_ok=True)
+            layout = LAYOUT_SEQUENCE_CLASSIFICATION
+        else:
+            config.architectures = [type(backbone).__name__]
+            save_file(_tensors_for_file(backbone.state_dict()), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+            heads = {f"head.{name}": value for name, value in self.head.state_dict().items()}
+            if self.gate is not None:
+                heads.update({f"gate.{name}": value for name, value in self.gate.state_dict().items()})
+            save_file(_tensors_for_file(heads), str(folder / HEAD_FILE), metadata={"format": "pt"})
+            layout = LAYOUT_BACKBONE_AND_HEAD
+        config.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder))
+        record: dict[str, Any] = {**self.metadata, **(metadata or {})}
+        record.update(
+            {
+                "format_version": FORMAT_VERSION,
+                "layout": layout,
+                "kind": self.kind,
+                "pooling": self.pooling,
+                "objectives": list(self.objective_names),
+                "gating": self.gate is not None,
+                "tokenizer_hash": tokenizer_hash(tokenizer),
+                "auto_model_for_sequence_classification": class_name is not None,
+            }
+        )
+        text = json.dumps(record, indent=2, sort_keys=True, default=str)
+        (folder / METADATA_FILE).write_text(text + "\n", encoding="utf-8")
+        self.metadata = record
+        return folder
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, torch_dtype: Any = None) -> RewardModel:
+        """Load a folder written by `save_pretrained` — or any single-label Hugging Face sequence classifier
+        whose head is one linear layer (e.g. a TRL `RewardTrainer` output)."""
+        from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ValueError(f"reward model folder {str(path)!r} does not exist")
+        metadata = read_metadata(folder)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        saved_hash = metadata.get("tokenizer_hash")
+        if saved_hash is not None and saved_hash != tokenizer_hash(tokenizer):
+            warnings.warn(
+                f"{folder}: the tokenizer differs from the one the model was saved with (tokenizer hash mismatch)",
+                stacklevel=2,
+            )
+        ensure_pad_token(tokenizer)
+        dtype = _as_dtype(torch_dtype)
+        dtype_option = {"dtype": dtype} if dtype is not None else {}
+        layout = metadata.get("layout", LAYOUT_SEQUENCE_CLASSIFICATION)
+        options: dict[str, Any] = {
+            "pooling": metadata.get("pooling", "auto"),
+            "objectives": metadata.get("objectives"),
+            "gating": bool(metadata.get("gating", False)),
+            "tokenizer": tokenizer,
+        }
+        if layout == LAYOUT_SEQUENCE_CLASSIFICATION:
+            with quiet_transformers():
+                classifier = AutoModelForSequenceClassification.from_pretrained(str(folder), **dtype_option)
+            if classifier.config.num_labels != 1:
+                raise ValueError(
+                    f"{folder}: config.json has num_labels={classifier.config.num_labels}; a reward model has 1"
+                )
+            backbone = getattr(classifier, classifier.base_model_prefix)
+            kind = metadata.get("kind") or backbone_kind(backbone.config)
+            head = getattr(classifier, _HEAD_NAMES[kind], None)
+            if not isinstance(head, nn.Linear):
+                raise ValueError(
+                    f"{folder}: {type(classifier).__name__} has no single linear head "
+                    f"'{_HEAD_NAMES[kind]}' to read the reward from"
+                )
+            model = cls(backbone, kind=kind, **options)
+            if (head.bias is None) != (model.head.bias is None):
+                model.head = nn.Linear(head.in_features, 1, bias=head.bias is not None)
+            model.head.load_state_dict(head.state_dict())
+            model.head.to(torch.float32)
+        elif layout == LAYOUT_BACKBONE_AND_HEAD:
+            from safetensors.torch import load_file
+
+            with quiet_transformers():
+                backbone = AutoModel.from_pretrained(str(folder), **dtype_option)
+            model = cls(backbone, kind=metadata.get("kind"), **options)
+            head_path = folder / HEAD_FILE
+            if not head_path.is_file():
+                raise ValueError(f"{folder}: {HEAD_FILE} is missing (rewardlab.json says layout {layout!r})")
+            state = load_file(str(head_path))
+            model.head.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("head.")})
+            if model.gate is not None:
+                model.gate.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("gate.")})
+        else:
+            raise ValueError(f"{folder}/{METADATA_FILE}: unknown layout {layout!r}")
+        model.metadata = metadata
+        model.eval()
+        return model
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The `rewardlab.json` of a saved reward model folder (`{}` for a plain Hugging Face folder)."""
+    file = Path(path) / METADATA_FILE
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{file}: not valid JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_reward_model(path: str | Path, *, torch_dtype: Any = None) -> tuple[RewardModel, Any, dict[str, Any]]:
+    """Load a saved reward model: `(model in eval mode, its tokenizer, its rewardlab.json metadata)`."""
+    model = RewardModel.from_pretrained(path, torch_dtype=torch_dtype)
+    return model, model.tokenizer, dict(model.metadata)
