@@ -1,0 +1,662 @@
+"""Run untrusted programs in a sandboxed process: resource limits, an unprivileged uid, Linux namespaces.
+
+One `Sandbox.run` = one fresh process tree in a fresh temporary directory. What is in force is detected at
+run time (`Sandbox.isolation`) and reported, never assumed:
+
+- `rlimits` (always): CPU time (`RLIMIT_CPU`), address space (`RLIMIT_AS`), file size (`RLIMIT_FSIZE`),
+  open files (`RLIMIT_NOFILE`), no core dumps; plus a wall-clock watchdog and a cap on captured output.
+- `process_group` (always): the tree runs in its own session; on timeout or overflow the whole process group
+  gets SIGKILL.
+- `uid` (when the scorer is root): the program runs as a per-run unprivileged uid with no supplementary groups,
+  so `RLIMIT_NPROC` applies (root ignores it), it cannot write root-owned files, and it cannot signal the
+  scorer.
+- `pid_namespace` (via `unshare --pid --fork`): the program's tree lives in its own PID namespace under a
+  small init; when the program exits (or is killed) the kernel kills everything left in the namespace, so a
+  daemon cannot outlive the run.
+- `net_namespace` (via `unshare --net`): no network interface but a downed loopback. Without it, Python
+  programs get a Python-level socket guard (`socket_guard`), which a determined program can bypass.
+- `mount_namespace` (via `unshare --mount`): private, size-limited tmpfs on /tmp, /var/tmp and /dev/shm and the
+  working directory inside it, so nothing the program writes survives the run.
+
+Languages are data (`Language`): the files a program needs and the command line that runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+NamespaceMode = Literal["auto", "require", "off"]
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+# Status of a run, in the order they are checked; `Execution.error` gives the sentence shown to users.
+TIMEOUT = "timeout"
+MEMORY_LIMIT = "memory limit exceeded"
+OUTPUT_LIMIT = "output limit exceeded"
+FILE_SIZE_LIMIT = "file size limit exceeded"
+PROCESS_LIMIT = "process limit exceeded"
+SANDBOX_FAILURE = "sandbox failure"
+
+_WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_DRAIN_AFTER_EXIT_S = 0.5
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The isolation a caller required (`namespaces="require"`) is not available on this machine."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one execution; conservative defaults, every one can be raised.
+
+    `cpu_seconds` (RLIMIT_CPU: SIGKILL one second past it), `wall_seconds` (watchdog, kills the process group),
+    `memory_bytes` (RLIMIT_AS, address space per process), `file_size_bytes` (RLIMIT_FSIZE), `disk_bytes` (size
+    of the private tmpfs holding the working directory), `max_processes` (RLIMIT_NPROC, effective only when the
+    program runs as an unprivileged uid), `max_open_files` (RLIMIT_NOFILE), `output_bytes` (stdout + stderr
+    captured before the run is killed).
+    """
+
+    cpu_seconds: float = 4.0
+    wall_seconds: float = 10.0
+    memory_bytes: int = 1 * GiB
+    file_size_bytes: int = 16 * MiB
+    disk_bytes: int = 64 * MiB
+    max_processes: int = 32
+    max_open_files: int = 256
+    output_bytes: int = 4 * MiB
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not value > 0:
+                raise ValueError(f"Limits.{name} must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Language:
+    """How to run a program in one language: the file its source goes to and the command line.
+
+    `command` may use `{source}` (the source file name) and `{interpreter}` (`interpreter`, resolved to a binary
+    the sandbox user can execute). Other languages are added as new `Language` values, e.g. a shell script:
+    `Language("bash", "main.sh", ("/bin/bash", "{source}"))`.
+    """
+
+    name: str
+    source_file: str
+    command: tuple[str, ...]
+    interpreter: str | None = None
+
+    def argv(self, *, interpreter: str | None = None, source_file: str | None = None) -> list[str]:
+        """The command line with `{source}` and `{interpreter}` filled in."""
+        values = {"source": source_file or self.source_file, "interpreter": interpreter or self.interpreter or ""}
+        return [part.format(**values) for part in self.command]
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which isolation mechanisms are in force for a `Sandbox` (detected on this machine, not assumed)."""
+
+    uid: bool
+    pid_namespace: bool
+    net_namespace: bool
+    mount_namespace: bool
+    unshare: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def network(self) -> str:
+        """`"namespace"` (kernel: no interface) or `"socket_guard"` (Python-level refusal, bypassable)."""
+        return "namespace" if self.net_namespace else "socket_guard"
+
+    def mechanisms(self) -> list[str]:
+        """Names of the mechanisms in force, for `Score.info` and reports."""
+        names = ["rlimits", "process_group"]
+        names += [n for n in ("uid", "pid_namespace", "net_namespace", "mount_namespace") if getattr(self, n)]
+        if not self.net_namespace:
+            names.append("socket_guard")
+        return names
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description."""
+        return {"mechanisms": self.mechanisms(), "network": self.network, "unshare": self.unshare,
+                "notes": list(self.notes)}
+
+
+@dataclass
+class Execution:
+    """What one sandboxed run did: exit status, captured output (capped), resource use and which limit hit."""
+
+    returncode: int | None
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    channel: bytes
+    wall_seconds: float
+    cpu_seconds: float | None = None
+    max_rss_bytes: int | None = None
+    timed_out: bool = False
+    output_exceeded: bool = False
+    sandbox_error: str | None = None
+    isolation: list[str] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def status(self) -> str:
+        """`"ok"`, `"exit"` (nonzero exit) or the name of the limit that ended the run."""
+        if self.sandbox_error is not None:
+            return SANDBOX_FAILURE
+        if self.output_exceeded:
+            return OUTPUT_LIMIT
+        if self.timed_out:
+            return TIMEOUT
+        if self.signal == signal.SIGXCPU or (
+            self.signal == signal.SIGKILL and self.cpu_seconds is not None
+            and self.cpu_seconds >= self.limits.cpu_seconds - 0.05
+        ):
+            return TIMEOUT
+        if self.signal == signal.SIGXFSZ:
+            return FILE_SIZE_LIMIT
+        if self.returncode == 0:
+            return "ok"
+        return "exit"
+
+    @property
+    def error(self) -> str | None:
+        """A clear sentence when a limit ended the run (`"timeout: ..."`), else None."""
+        status = self.status
+        if status == TIMEOUT:
+            if self.timed_out:
+                return f"{TIMEOUT}: wall-clock limit of {self.limits.wall_seconds:g} s exceeded"
+            return f"{TIMEOUT}: CPU time limit of {self.limits.cpu_seconds:g} s exceeded"
+        if status == OUTPUT_LIMIT:
+            return f"{OUTPUT_LIMIT}: more than {self.limits.output_bytes} bytes written to stdout/stderr"
+        if status == FILE_SIZE_LIMIT:
+            return f"{FILE_SIZE_LIMIT}: a file grew past {self.limits.file_size_bytes} bytes"
+        if status == SANDBOX_FAILURE:
+            return f"{SANDBOX_FAILURE}: {self.sandbox_error}"
+        return None
+
+
+# The init of each run, executed as root (or the caller) by the scorer's own interpreter with -I -S, inside the
+# namespaces. It mounts private tmpfs, writes the program's files, forks the program (rlimits, setgroups,
+# setresgid, setresuid, execve) and waits for it; its exit then tears down the PID namespace. It reports the
+# program's wait status and rusage on a pipe the program never holds.
+_INIT_SOURCE = r'''
+import ctypes, json, os, resource, sys
+config = json.loads(sys.argv[1])
+status_fd = config["status_fd"]
+os.set_inheritable(status_fd, False)
+payload = {}
+for name in config["files"]:
+    with open(os.path.join(config["payload_dir"], name), "rb") as handle:
+        payload[name] = handle.read()
+uid = config["uid"]
+if config["mount_namespace"]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for target, size in config["tmpfs"]:
+        if os.path.isdir(target):
+            options = ("size=%d,mode=1777" % size).encode()
+            if libc.mount(b"tmpfs", target.encode(), b"tmpfs", 2 | 4, options) != 0:  # MS_NOSUID | MS_NODEV
+                err = ctypes.get_errno()
+                sys.stderr.write("sandbox: mount tmpfs on %s: %s\n" % (target, os.strerror(err)))
+                os._exit(125)
+workdir = config["workdir"]
+os.makedirs(workdir, mode=0o700, exist_ok=True)
+for name, data in payload.items():
+    path = os.path.join(workdir, name)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    if uid is not None:
+        os.chown(path, uid, uid)
+if uid is not None:
+    os.chown(workdir, uid, uid)
+os.chdir(workdir)
+pid = os.fork()
+if pid == 0:
+    try:
+        for name, soft, hard in config["rlimits"]:
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    except BaseException as error:
+        os.write(2, ("sandbox: cannot start %r: %s\n" % (config["argv"][0], error)).encode())
+    os._exit(126)
+while True:
+    try:
+        _, status, usage = os.wait4(pid, 0)
+        break
+    except InterruptedError:
+        continue
+report = {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024}
+os.write(status_fd, json.dumps(report).encode())
+os._exit(0)
+'''
+
+
+def reachable_by_others(path: str | os.PathLike[str]) -> bool:
+    """True when a user with no special rights can execute `path`: every parent directory has o+x, the file o+rx."""
+    try:
+        real = Path(os.path.realpath(path))
+        info = real.stat()
+    except OSError:
+        return False
+    if info.st_mode & 0o005 != 0o005:
+        return False
+    return all(parent.stat().st_mode & 0o001 for parent in real.parents)
+
+
+def python_interpreter_for_sandbox(*, need_others: bool) -> str:
+    """A Python the sandbox user can run: this interpreter when reachable, else the system `python3`."""
+    candidates = [sys.executable, getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3",
+                  shutil.which("python3") or ""]
+    for candidate in candidates:
+        if candidate and (not need_others or reachable_by_others(candidate)):
+            return os.path.realpath(candidate)
+    raise SandboxUnavailableError(
+        f"no Python interpreter is executable by an unprivileged user (tried {', '.join(c for c in candidates if c)})"
+    )
+
+
+PYTHON = Language("python", "program.py", ("{interpreter}", "-I", "{source}"), interpreter="python3")
+BASH = Language("bash", "main.sh", ("/bin/bash", "{source}"))
+LANGUAGES: dict[str, Language] = {"python": PYTHON, "bash": BASH}
+
+
+class _UidPool:
+    """Hands out distinct unprivileged uids to concurrent runs, so RLIMIT_NPROC and kill(2) never cross runs."""
+
+    def __init__(self, base: int, size: int = 256) -> None:
+        self.base = base + (os.getpid() % 4096) * size
+        self.size = size
+        self._free = list(range(size))
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lease(self) -> Any:
+        with self._lock:
+            if not self._free:
+                raise RuntimeError(f"more than {self.size} concurrent sandboxed runs in one process")
+            slot = self._free.pop()
+        try:
+            yield self.base + slot
+        finally:
+            with self._lock:
+                self._free.append(slot)
+
+
+_DETECTED: dict[tuple[NamespaceMode, bool], Isolation] = {}
+_DETECT_LOCK = threading.Lock()
+
+
+class Sandbox:
+    """Runs programs one process tree at a time, each in a fresh temporary directory, under `Limits`.
+
+    `namespaces`: `"auto"` uses every namespace the machine allows (detected once per process), `"require"`
+    fails with `SandboxUnavailableError` unless PID, network and mount namespaces all work, `"off"` uses none.
+    `drop_privileges`: run as a per-run unprivileged uid (from `uid_base`) when the scorer is root.
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        namespaces: NamespaceMode = "auto",
+        drop_privileges: bool = True,
+        uid_base: int = 1_600_000_000,
+    ) -> None:
+        if namespaces not in ("auto", "require", "off"):
+            raise ValueError(f"namespaces must be 'auto', 'require' or 'off', got {namespaces!r}")
+        self.limits = limits or Limits()
+        self.namespaces: NamespaceMode = namespaces
+        self.drop_privileges = drop_privileges and os.geteuid() == 0
+        self._uids = _UidPool(uid_base)
+
+    # --- detection -------------------------------------------------------------------------------------------
+
+    @property
+    def isolation(self) -> Isolation:
+        """The mechanisms in force on this machine (probed once per process and setting)."""
+        key = (self.namespaces, self.drop_privileges)
+        with _DETECT_LOCK:
+            if key not in _DETECTED:
+                _DETECTED[key] = self._detect()
+            return _DETECTED[key]
+
+    def _detect(self) -> Isolation:
+        notes: list[str] = []
+        if not self.drop_privileges:
+            notes.append("not root (or drop_privileges=False): the program runs as the scorer's uid and "
+                         "RLIMIT_NPROC counts all of that user's processes")
+        unshare = shutil.which("unshare")
+        if self.namespaces == "off":
+            return Isolation(self.drop_privileges, False, False, False, None, (*notes, "namespaces turned off"))
+        if unshare is None:
+            if self.namespaces == "require":
+                raise SandboxUnavailableError("namespaces='require' but the `unshare` binary (util-linux) is absent")
+            return Isolation(self.drop_privileges, False, False, False, None, (*notes, "`unshare` not found"))
+        true_bin = shutil.which("true") or "/bin/true"
+        attempts = [(True, True, True), (True, True, False), (True, False, False), (False, True, False)]
+        failures: list[str] = []
+        for pid_ns, net_ns, mount_ns in attempts:
+            candidate = Isolation(self.drop_privileges, pid_ns, net_ns, mount_ns, unshare)
+            probe = self._execute([true_bin], {}, b"", candidate, self.limits)
+            if probe.returncode == 0 and probe.sandbox_error is None:
+                if failures:
+                    notes.append("fell back: " + "; ".join(failures))
+                if self.namespaces == "require" and not (pid_ns and net_ns and mount_ns):
+                    raise SandboxUnavailableError(f"namespaces='require' but only {candidate.mechanisms()} work: "
+                                                  + "; ".join(failures))
+                return replace(candidate, notes=tuple(notes))
+            detail = (probe.sandbox_error or probe.stderr.decode("utf-8", "replace").strip())[:200]
+            failures.append(f"{'+'.join(candidate.mechanisms()[2:])} failed ({detail})")
+        if self.namespaces == "require":
+            raise SandboxUnavailableError("namespaces='require' but no namespace works: " + "; ".join(failures))
+        notes.append("no namespace works: " + "; ".join(failures))
+        return Isolation(self.drop_privileges, False, False, False, None, tuple(notes))
+
+    # --- running ---------------------------------------------------------------------------------------------
+
+    def interpreter(self, language: Language) -> str | None:
+        """The binary `{interpreter}` resolves to for `language` (Python: one the sandbox user can execute)."""
+        if language.interpreter is None:
+            return None
+        if language.interpreter in ("python", "python3"):
+            return python_interpreter_for_sandbox(need_others=self.drop_privileges)
+        return shutil.which(language.interpreter) or language.interpreter
+
+    def run_program(
+        self,
+        language: Language,
+        source: str,
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: bytes = b"",
+        argv: Sequence[str] | None = None,
+        limits: Limits | None = None,
+    ) -> Execution:
+        """Run `source` as a program in `language` (extra `files` beside it; `argv` overrides the command)."""
+        payload = dict(files or {})
+        payload[language.source_file] = source.encode("utf-8", "surrogatepass")
+        command = list(argv) if argv is not None else language.argv(interpreter=self.interpreter(language))
+        return self.run(command, files=payload, stdin=stdin, limits=limits)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: bytes = b"",
+        limits: Limits | None = None,
+    ) -> Execution:
+        """Run `argv` in a fresh temporary directory holding `files`; never raises for what the program does."""
+        if not argv:
+            raise ValueError("argv must name a program to run")
+        for name in files or {}:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"sandbox file names must be plain names, got {name!r}")
+        return self._execute(list(argv), dict(files or {}), stdin, self.isolation, limits or self.limits)
+
+    def run_many(self, jobs: Sequence[Callable[[], Execution]], *, workers: int) -> list[Execution]:
+        """Run `jobs` (each a call to `run`/`run_program`) with at most `workers` at a time, results in order."""
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if workers == 1 or len(jobs) <= 1:
+            return [job() for job in jobs]
+        with ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="sandbox") as pool:
+            return list(pool.map(lambda job: job(), jobs))
+
+    def _rlimits(self, limits: Limits, uid: int | None) -> list[tuple[str, int, int]]:
+        cpu = max(1, int(-(-limits.cpu_seconds // 1)))
+        rlimits = [
+            ("RLIMIT_CPU", cpu, cpu + 1),
+            ("RLIMIT_AS", limits.memory_bytes, limits.memory_bytes),
+            ("RLIMIT_FSIZE", limits.file_size_bytes, limits.file_size_bytes),
+            ("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files),
+            ("RLIMIT_CORE", 0, 0),
+        ]
+        if uid is not None:
+            rlimits.append(("RLIMIT_NPROC", limits.max_processes, limits.max_processes))
+        return rlimits
+
+    def _execute(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
+                 limits: Limits) -> Execution:
+        started = time.monotonic()
+        hostdir = tempfile.mkdtemp(prefix="rewardlab-sandbox-")
+        try:
+            with self._uids.lease() as leased:
+                uid = leased if isolation.uid else None
+                return self._execute_in(argv, files, stdin, isolation, limits, hostdir, uid, started)
+        finally:
+            shutil.rmtree(hostdir, ignore_errors=True)
+
+    def _execute_in(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
+                    limits: Limits, hostdir: str, uid: int | None, started: float) -> Execution:
+        payload_dir = os.path.join(hostdir, "payload")
+        os.mkdir(payload_dir, 0o700)
+        for name, data in files.items():
+            with open(os.path.join(payload_dir, name), "wb") as handle:
+                handle.write(data)
+        if isolation.mount_namespace:
+            workdir = "/tmp/sandbox"
+        else:
+            workdir = os.path.join(hostdir, "work")
+            os.chmod(hostdir, 0o711)  # the sandbox user may enter hostdir/work (owned by it), nothing else
+        status_r, status_w = os.pipe()
+        channel_r, channel_w = os.pipe()
+        env = {"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+               "REWARDLAB_CHANNEL_FD": str(channel_w),
+               "REWARDLAB_SOCKET_GUARD": "0" if isolation.net_namespace else "1"}
+        config = {
+            "status_fd": status_w, "files": sorted(files), "payload_dir": payload_dir, "uid": uid,
+            "mount_namespace": isolation.mount_namespace,
+            "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB]],
+            "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
+        }
+        command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, json.dumps(config)]
+        if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
+            prefix = [isolation.unshare or "unshare"]
+            if isolation.pid_namespace:
+                prefix += ["--pid", "--fork", "--kill-child"]
+            if isolation.net_namespace:
+                prefix.append("--net")
+            if isolation.mount_namespace:
+                prefix += ["--mount", "--mount-proc"] if isolation.pid_namespace else ["--mount"]
+            command = [*prefix, "--", *command]
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(status_w, channel_w), start_new_session=True, cwd="/", env={"PATH": _SAFE_PATH},
+            )
+        except OSError as error:
+            for fd in (status_r, status_w, channel_r, channel_w):
+                os.close(fd)
+            return Execution(None, None, b"", b"", b"", time.monotonic() - started,
+                             sandbox_error=f"cannot start {command[0]}: {error}",
+                             isolation=isolation.mechanisms(), limits=limits)
+        os.close(status_w)
+        os.close(channel_w)
+        try:
+            result = self._supervise(process, stdin, status_r, channel_r, limits, uid, isolation, started)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            if uid is not None and not isolation.pid_namespace:
+                _kill_uid(uid)
+                _remove_files_of(uid)
+            for fd in (status_r, channel_r):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return result
+
+    def _supervise(self, process: subprocess.Popen[bytes], stdin: bytes, status_r: int, channel_r: int,
+                   limits: Limits, uid: int | None, isolation: Isolation, started: float) -> Execution:
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        selector = selectors.DefaultSelector()
+        buffers: dict[int, bytearray] = {}
+        streams = {"stdout": process.stdout.fileno(), "stderr": process.stderr.fileno(), "channel": channel_r,
+                   "status": status_r}
+        for name, fd in streams.items():
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ, name)
+            buffers[fd] = bytearray()
+        stdin_fd = process.stdin.fileno()
+        pending = memoryview(stdin)
+        if pending:
+            os.set_blocking(stdin_fd, False)
+            selector.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
+        else:
+            process.stdin.close()
+        deadline = started + limits.wall_seconds
+        timed_out = output_exceeded = False
+        exited_at: float | None = None
+        open_reads = len(streams)
+        while open_reads:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = exited_at is None
+                break
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+                if uid is not None and not isolation.pid_namespace:
+                    _kill_uid(uid)  # a daemon holding our pipes open would otherwise keep us waiting
+            if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
+                break
+            for key, _ in selector.select(timeout=min(0.05, deadline - now)):
+                fd = int(key.fd)  # type: ignore[arg-type]
+                if key.data == "stdin":
+                    try:
+                        written = os.write(fd, pending[:65536])
+                        pending = pending[written:]
+                    except (BrokenPipeError, BlockingIOError, OSError):
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(fd)
+                        process.stdin.close()
+                    continue
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    selector.unregister(fd)
+                    open_reads -= 1
+                    continue
+                buffers[fd] += chunk
+                captured = len(buffers[streams["stdout"]]) + len(buffers[streams["stderr"]])
+                if captured > limits.output_bytes or len(buffers[channel_r]) > limits.output_bytes:
+                    output_exceeded = True
+            if output_exceeded:
+                break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+        # the init may have written its report just before we stopped reading
+        with contextlib.suppress(OSError):
+            while chunk := os.read(status_r, 65536):
+                buffers[status_r] += chunk
+        selector.close()
+        if not process.stdin.closed:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        wall = time.monotonic() - started
+        returncode: int | None = None
+        signum: int | None = None
+        cpu: float | None = None
+        rss: int | None = None
+        sandbox_error: str | None = None
+        stdout = bytes(buffers[streams["stdout"]][: limits.output_bytes])
+        stderr = bytes(buffers[streams["stderr"]][: limits.output_bytes])
+        try:
+            report = json.loads(bytes(buffers[status_r]).decode()) if buffers[status_r] else None
+        except ValueError:
+            report = None
+        if report is not None:
+            status = int(report["status"])
+            cpu, rss = float(report["cpu"]), int(report["maxrss"])
+            if os.WIFSIGNALED(status):
+                signum = os.WTERMSIG(status)
+            elif os.WIFEXITED(status):
+                returncode = os.WEXITSTATUS(status)
+                if returncode in (125, 126) and stderr.startswith(b"sandbox:"):
+                    sandbox_error = stderr.decode("utf-8", "replace").strip()
+        elif not (timed_out or output_exceeded):
+            code = process.returncode
+            if code is not None and code < 0:
+                signum = -code
+            else:
+                sandbox_error = (f"the sandbox init exited with {code} without a report: "
+                                 f"{stderr.decode('utf-8', 'replace').strip()[:300]}")
+        return Execution(
+            returncode=returncode, signal=signum, stdout=stdout, stderr=stderr,
+            channel=bytes(buffers[channel_r][: limits.output_bytes]), wall_seconds=wall, cpu_seconds=cpu,
+            max_rss_bytes=rss, timed_out=timed_out, output_exceeded=output_exceeded, sandbox_error=sandbox_error,
+            isolation=isolation.mechanisms(), limits=limits,
+        )
+
+
+def processes_of(uid: int) -> list[int]:
+    """Pids of the live processes whose real uid is `uid` (read from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` until none is left (used when there is no PID namespace to tear down)."""
+    for _ in range(50):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def _remove_files_of(uid: int) -> None:
+    """Remove what `uid` left at the top of the world-writable directories (no mount namespace to drop them)."""
+    for directory in _WORLD_WRITABLE_DIRS:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
