@@ -204,6 +204,7 @@ class RewardModel(nn.Module):
         parameters = inspect.signature(type(backbone).forward).parameters
         self._pass_position_ids = "position_ids" in parameters
         self._pass_use_cache = "use_cache" in parameters
+        self._pass_token_type_ids = "token_type_ids" in parameters
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -261,8 +262,13 @@ class RewardModel(nn.Module):
             return pooled
         return first
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> RewardOutput:
-        """Rewards for a padded batch; `attention_mask` marks real tokens (left or right padding both work)."""
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> RewardOutput:
+        """Rewards for a padded batch; `attention_mask` marks real tokens (left or right padding both work).
+
+        `token_type_ids` (BERT: 0 = prompt segment, 1 = response segment) is passed on when the backbone takes it.
+        """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         inputs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -270,6 +276,8 @@ class RewardModel(nn.Module):
             inputs["position_ids"] = position_ids_from_mask(attention_mask)
         if self._pass_use_cache:
             inputs["use_cache"] = False
+        if token_type_ids is not None and self._pass_token_type_ids:
+            inputs["token_type_ids"] = token_type_ids
         hidden = self.backbone(**inputs).last_hidden_state
         features = self.pool(hidden, attention_mask).to(self.head.weight.dtype)
         values = self.head(features)
@@ -283,13 +291,21 @@ class RewardModel(nn.Module):
             rewards = values.mean(dim=-1)
         return RewardOutput(rewards=rewards, objectives=values, gate_weights=gate_weights)
 
-    def score_token_ids(self, sequences: Sequence[Sequence[int]], *, batch_size: int = 16) -> RewardOutput:
+    def score_token_ids(
+        self,
+        sequences: Sequence[Sequence[int]],
+        *,
+        token_type_ids: Sequence[Sequence[int] | None] | None = None,
+        batch_size: int = 16,
+    ) -> RewardOutput:
         """Score token-id lists in length-sorted batches (less padding); results in the input order, on CPU."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         for i, sequence in enumerate(sequences):
             if len(sequence) == 0:
                 raise ValueError(f"sequence {i} is empty: nothing to score")
+        if token_type_ids is not None and len(token_type_ids) != len(sequences):
+            raise ValueError(f"got {len(token_type_ids)} token_type_ids rows for {len(sequences)} sequences")
         order = sorted(range(len(sequences)), key=lambda i: (-len(sequences[i]), i))
         device = self.head.weight.device
         k = len(self.objective_names)
@@ -299,12 +315,25 @@ class RewardModel(nn.Module):
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
                 ids, mask = pad_sequences([sequences[i] for i in chunk], self.pad_token_id)
-                out = self(ids.to(device), mask.to(device))
+                types = None
+                if token_type_ids is not None:
+                    rows = [token_type_ids[i] or [0] * len(sequences[i]) for i in chunk]
+                    types = pad_sequences(rows, 0)[0].to(device)
+                out = self(ids.to(device), mask.to(device), types)
                 index = torch.tensor(chunk, dtype=torch.long)
                 rewards[index] = out.rewards.float().cpu()
                 if out.objectives is not None:
                     objectives[index] = out.objectives.float().cpu()
         return RewardOutput(rewards=rewards, objectives=objectives)
+
+    def score_encoded(self, encoded: Sequence[Any], *, batch_size: int = 16) -> RewardOutput:
+        """Score `EncodedSample`s (from `rewardlab.data.encoding.encode_sample`), token types included."""
+        types = [getattr(e, "token_type_ids", None) for e in encoded]
+        return self.score_token_ids(
+            [e.input_ids for e in encoded],
+            token_type_ids=types if any(t is not None for t in types) else None,
+            batch_size=batch_size,
+        )
 
     # ------------------------------------------------------------------ save / load
     def sequence_classification_class(self) -> str | None:
