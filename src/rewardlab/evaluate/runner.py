@@ -12,6 +12,7 @@ Data kinds (one file may hold one kind; a Python list may mix them):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -304,13 +305,24 @@ def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
 
 
 def _label_for(spec: Any, reward: Reward, taken: set[str]) -> str:
+    """A short unique column name: `length`, `rm:my-rm` (folder name only), `length(unit=chars)`."""
+    if isinstance(spec, str) and spec.strip().startswith("{"):
+        with contextlib.suppress(json.JSONDecodeError):
+            spec = json.loads(spec)
     if isinstance(spec, str):
         text = spec.strip()
-        if ":" in text and not text.startswith("{"):
+        if ":" in text:
             family, _, arg = text.partition(":")
             label = f"{family}:{Path(arg.rstrip('/')).name or arg}"
         else:
-            label = text if len(text) <= 40 and not text.startswith("{") else reward.name
+            label = text if len(text) <= 40 else reward.name
+    elif isinstance(spec, Mapping) and len(spec) == 1:
+        ((name, options),) = spec.items()
+        if isinstance(options, Mapping) and all(isinstance(v, str | int | float | bool) for v in options.values()):
+            label = f"{name}(" + ",".join(f"{k}={v}" for k, v in options.items()) + ")"
+        else:
+            label = str(name)
+        label = label if len(label) <= 40 else reward.name
     else:
         label = reward.name
     base, i = label, 2
@@ -409,6 +421,8 @@ def _robustness(
             new_samples.append(Sample(prompt=c.prompt, response=pc, metadata=dict(c.metadata)))
             new_samples.append(Sample(prompt=r.prompt, response=pr, metadata=dict(r.metadata)))
         scores = score_samples(reward, new_samples, batch_size=batch_size, on_progress=on_progress)
+        if on_progress is not None and len(probe) < len(chosen_idx):
+            on_progress(2 * (len(chosen_idx) - len(probe)))  # pairs the perturbation left unchanged
         new_values = [_value(s) for s in scores]
         effect = perturbation_effect(
             [values[plan.pair_index[i][0]] for i in probe],

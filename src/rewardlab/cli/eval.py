@@ -1,0 +1,108 @@
+"""`rewardlab eval`: evaluate one or more rewards on preference data; write metrics.json and report.html."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from rewardlab.cli.terminal import CLIError, console, stdout
+
+
+def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Register `eval`."""
+    cmd = subparsers.add_parser(
+        "eval", parents=[parent], help="evaluate rewards: accuracy per subset, calibration, bias, robustness",
+        description=(
+            "Score preference pairs (any format load_preferences reads, HH-RLHF included), best-of-N rows "
+            "{prompt, chosen, rejected: [...]} or step rows {prompt, steps, label} with every --reward, then write "
+            "OUTPUT/metrics.json, OUTPUT/scores.jsonl and a self-contained OUTPUT/report.html."
+        ),
+    )
+    cmd.add_argument("--reward", "-r", action="append", required=True, metavar="SPEC",
+                     help="reward spec (repeat to compare rewards side by side): length, rm:./my-rm, inline JSON, "
+                          "a YAML/JSON file")
+    cmd.add_argument("--data", "-d", required=True, metavar="PATH",
+                     help="evaluation data (.jsonl[.gz], .json, .parquet)")
+    cmd.add_argument("--output", "-o", required=True, type=Path, metavar="DIR", help="output folder")
+    cmd.add_argument("--subset-weights", default=None, metavar="FILE",
+                     help="JSON/YAML: {subset: section} (or {section: [subsets]}), optional section_weights")
+    cmd.add_argument("--rows", default=None, metavar="START:END",
+                     help="evaluate a slice of the loaded rows, e.g. 1500:1800 (default: all)")
+    cmd.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
+    cmd.add_argument("--seed", type=int, default=0, help="seed for the robustness sample and any model (0)")
+    cmd.add_argument("--robustness-pairs", type=int, default=200, metavar="N",
+                     help="pairs probed with each perturbation (200; 0 = skip robustness)")
+    cmd.add_argument("--bins", type=int, default=10, metavar="N", help="reliability-diagram bins (10)")
+    cmd.add_argument("--step-threshold", type=float, default=0.5, metavar="X",
+                     help="process rewards: a step scoring below X is predicted wrong (0.5)")
+    cmd.add_argument("--no-report", action="store_true", help="skip report.html")
+    cmd.set_defaults(run=run_eval)
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def results_table(result: dict[str, Any]) -> Table:
+    """The headline metrics, one column per reward."""
+    rewards = result["rewards"]
+    table = Table(title=f"rewardlab eval · {result['data'].get('n_pairs', 0)} pairs")
+    table.add_column("metric")
+    for label in rewards:
+        table.add_column(label, justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("pairwise accuracy", lambda m: m["pairwise_accuracy"]),
+        ("pairs scored / missing", lambda m: f"{m['pairwise']['n_scored']} / {m['pairwise']['n_missing']}"),
+        ("best-of-N accuracy", lambda m: (m["best_of_n"] or {}).get("accuracy")),
+        ("ECE (fitted T)", lambda m: m["calibration"]["ece"]),
+        ("Brier (fitted T)", lambda m: m["calibration"]["brier"]),
+        ("temperature T", lambda m: m["calibration"]["temperature"]),
+        ("acc. chosen longer", lambda m: m["length_bias"]["chosen_longer"]["accuracy"]),
+        ("acc. chosen shorter", lambda m: m["length_bias"]["chosen_shorter"]["accuracy"]),
+        ("Spearman(reward, length)", lambda m: m["length_bias"]["spearman_reward_length"]),
+        ("robustness flip rate", lambda m: m["robustness"]["flip_rate"]),
+        ("robustness |Δr|/std", lambda m: m["robustness"]["mean_abs_change_in_std"]),
+        ("process first-error F1", lambda m: (m["process"] or {}).get("f1")),
+        ("errors", lambda m: m["errors"]["n"]),
+    ]
+    for name, get in rows:
+        table.add_row(name, *(_fmt(get(m)) for m in rewards.values()))
+    subsets = sorted({s for m in rewards.values() for s in m["subsets"]})
+    if len(subsets) > 1:
+        for s in subsets:
+            table.add_row(f"  subset {s}", *(_fmt(m["subsets"].get(s, {}).get("accuracy")) for m in rewards.values()))
+    return table
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Run the evaluation; exit 1 on a bad spec, missing or unusable data."""
+    from rewardlab.evaluate.runner import EvaluationDataError, evaluate
+    from rewardlab.registry import SpecError
+
+    if args.batch_size < 1:
+        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.bins < 1:
+        raise CLIError(f"--bins must be >= 1, got {args.bins}")
+    if not Path(args.data).exists():
+        raise CLIError(f"--data: file not found: {args.data}")
+    try:
+        result = evaluate(
+            args.reward, args.data, output_dir=args.output, batch_size=args.batch_size,
+            subset_weights=args.subset_weights, quiet=args.quiet, seed=args.seed, rows=args.rows,
+            robustness_pairs=args.robustness_pairs, n_bins=args.bins, step_threshold=args.step_threshold,
+            report=not args.no_report,
+        )
+    except SpecError as error:
+        raise CLIError(f"--reward: {error}") from error
+    except EvaluationDataError as error:
+        raise CLIError(str(error)) from error
+    except ValueError as error:
+        raise CLIError(f"--data {args.data}: {error}") from error
+    stdout.print(results_table(result))
+    if not args.quiet:
+        written = "metrics.json, scores.jsonl" + ("" if args.no_report else ", report.html")
+        console.print(f"wrote {written} to {args.output}", highlight=False)
+    return 0
