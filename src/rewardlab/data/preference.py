@@ -34,6 +34,8 @@ FORMATS = ("auto", "pairs", "hh", "rated", "ranked")
 """Row formats accepted by `format=`."""
 
 READERS = ("auto", "file", "datasets")
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz")
+"""A source ending in one of these is a local file (a missing one is an error, not a hub name)."""
 """How a source is read: `auto` (local files by rewardlab's readers, names/folders by `datasets`), or forced."""
 
 RATED_PAIRING = ("all", "best_worst", "best_vs_rest")
@@ -88,6 +90,8 @@ def _iter_rows(source: str | Path, *, split: str | None, reader: str, limit: int
     if reader not in READERS:
         raise ValueError(f"reader must be one of {READERS}, got {reader!r}")
     path = Path(source)
+    if not path.exists() and (path.suffix.lower() in DATA_SUFFIXES or str(source).startswith((".", "/", "~"))):
+        raise FileNotFoundError(f"preference data file not found: {path}")
     rows: Iterator[tuple[int, Any]]
     if reader == "datasets" or (reader == "auto" and not path.is_file()):
         rows = _iter_datasets(str(source), split=split, is_file=path.is_file())
