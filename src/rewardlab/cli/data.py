@@ -37,7 +37,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     inspect.add_argument("path", metavar="PATH", help="a file, a folder, or a Hugging Face datasets name")
     inspect.add_argument("--backbone", default=None, metavar="minilm|PATH",
-                         help="tokenizer for the length budget (a model folder or 'minilm'); no length check without it")
+                         help="tokenizer for the length budget: a model folder or 'minilm' (else no length check)")
     inspect.add_argument("--max-length", type=int, default=None, metavar="N",
                          help="token budget per (prompt, response) (default: the tokenizer's, capped at 512)")
     inspect.add_argument("--truncation", choices=TRUNCATION_POLICIES, default="prompt_left",
