@@ -23,7 +23,8 @@ def preference_probabilities(margins: ArrayLike, temperature: float | None = 1.0
         return np.full(d.shape, 0.5)
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    z = d / temperature
+    with np.errstate(over="ignore"):
+        z = d / temperature
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * z)), dtype=float)  # numerically stable sigmoid
 
 
@@ -36,6 +37,13 @@ def _labels(n: int, labels: ArrayLike | None) -> np.ndarray:
     return y
 
 
+def _mean_nll(z: np.ndarray, y: np.ndarray) -> float:
+    """Mean of −[y log σ(z) + (1−y) log σ(−z)] = softplus(−z) + (1−y) z, safe for infinite z when y = 1."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = np.logaddexp(0.0, -z) + np.where(y == 1.0, 0.0, (1.0 - y) * z)
+    return float(terms.mean())
+
+
 def preference_nll(margins: ArrayLike, temperature: float | None, labels: ArrayLike | None = None) -> float:
     """Mean negative log-likelihood (cross-entropy, nats) of the labels under sigmoid(margin / T)."""
     d = np.asarray(margins, dtype=float)
@@ -46,8 +54,7 @@ def preference_nll(margins: ArrayLike, temperature: float | None, labels: ArrayL
         return math.log(2.0)
     z = d / temperature
     # -[y log σ(z) + (1-y) log σ(-z)] = softplus(-z) + (1-y) z
-    nll = np.logaddexp(0.0, -z) + (1.0 - y) * z
-    return float(nll.mean())
+    return _mean_nll(z, y)
 
 
 def fit_temperature(margins: ArrayLike, labels: ArrayLike | None = None) -> float | None:
@@ -65,13 +72,12 @@ def fit_temperature(margins: ArrayLike, labels: ArrayLike | None = None) -> floa
     if nonzero.size == 0:
         return None
     scale = float(np.median(nonzero))
+    d = d / scale  # search in units of the typical margin: T = scale / β
 
     def nll(log_beta: float) -> float:
-        z = d * math.exp(log_beta)
-        return float((np.logaddexp(0.0, -z) + (1.0 - y) * z).mean())
+        return _mean_nll(d * math.exp(log_beta), y)
 
-    lo, hi = math.log(1e-4 / scale), math.log(1e4 / scale)
-    a, b = lo, hi
+    a, b = math.log(1e-4), math.log(1e4)
     x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
     f1, f2 = nll(x1), nll(x2)
     for _ in range(200):
@@ -88,7 +94,7 @@ def fit_temperature(margins: ArrayLike, labels: ArrayLike | None = None) -> floa
     best = (a + b) / 2.0
     if nll(best) >= math.log(2.0) - 1e-12:
         return None
-    return 1.0 / math.exp(best)
+    return scale / math.exp(best)
 
 
 def brier_score(probabilities: ArrayLike, labels: ArrayLike | None = None) -> float:
