@@ -5,7 +5,7 @@ The response holds one or more JSON function calls, in any of the common shapes:
 - `{"function": {"name": ..., "arguments": ...}}` and `{"tool_calls": [...]}`;
 - `arguments` as a JSON object or as a JSON-encoded string;
 - a JSON list of calls; calls wrapped in `<tool_call>...</tool_call>` tags (the tag is configurable), or in a
-  code fence, or embedded in free text (the first JSON object or list that parses).
+  code fence, or embedded in free text (every JSON object or list in it that has a call shape).
 
 `Sample.reference` holds the expected call (same shapes), a list of calls, or an object
 `{"calls": [...] | "call": {...}, "schema": {JSON Schema of the arguments}, "tools": [OpenAI tool list]}`.
@@ -50,17 +50,25 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _first_json(text: str) -> Any:
-    """The first JSON object or list embedded in free text (None when there is none; 64 starts tried)."""
+def _embedded_json(text: str) -> list[Any]:
+    """Every top-level JSON object or list embedded in free text, left to right (64 start positions tried)."""
     decoder = json.JSONDecoder()
-    for match in itertools.islice(re.finditer(r"[\[{]", text), _EMBEDDED_JSON_TRIES):
+    found: list[Any] = []
+    position, tries = 0, 0
+    opener = re.compile(r"[\[{]")
+    while tries < _EMBEDDED_JSON_TRIES:
+        match = opener.search(text, position)
+        if match is None:
+            break
+        tries += 1
         try:
-            document, _ = decoder.raw_decode(text, match.start())
+            document, end = decoder.raw_decode(text, match.start())
         except (json.JSONDecodeError, RecursionError, ValueError):
+            position = match.start() + 1
             continue
-        if isinstance(document, dict | list):
-            return document
-    return None
+        found.append(document)
+        position = end
+    return found
 
 
 def calls_from_json(document: Any) -> list[ToolCall]:
@@ -92,7 +100,10 @@ def calls_from_json(document: Any) -> list[ToolCall]:
 
 
 def parse_tool_calls(text: str, *, tag: str | None = "tool_call") -> list[ToolCall]:
-    """The calls a response makes: inside `<tag>` blocks if any, else the whole text, a fence or embedded JSON."""
+    """The calls a response makes: inside `<tag>` blocks if any, else the whole text, a fence or embedded JSON.
+
+    Embedded JSON: every top-level object or list in the text, left to right, that has a call shape.
+    """
     if tag:
         blocks = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.DOTALL)
         if blocks:
@@ -100,13 +111,11 @@ def parse_tool_calls(text: str, *, tag: str | None = "tool_call") -> list[ToolCa
             for block in blocks:
                 stripped = _strip_fence(block.strip())
                 document = _loads(stripped)
-                calls.extend(calls_from_json(document if document is not None else _first_json(stripped)))
+                calls.extend(calls_from_json(document if document is not None else _embedded_json(stripped)))
             return calls
     stripped = _strip_fence(text.strip())
     document = _loads(stripped)
-    if document is None:
-        document = _first_json(stripped)
-    return calls_from_json(document)
+    return calls_from_json(document if document is not None else _embedded_json(stripped))
 
 
 def _strip_fence(text: str) -> str:
