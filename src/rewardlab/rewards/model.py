@@ -1,0 +1,207 @@
+"""`rm:PATH` — a learned reward model as a `Reward`: batched, length-sorted, padding-invariant.
+
+PATH is a folder written by `RewardModel.save_pretrained` (or `rewardlab train`), or any single-label Hugging
+Face sequence classifier whose head is one linear layer (e.g. a TRL `RewardTrainer` output). torch and
+transformers are imported when the reward is built, not when the registry is scanned.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rewardlab.registry import register
+from rewardlab.types import Reward, Sample, Score
+
+#: Metadata keys (in the folder's `rewardlab.json`) holding the reward mean/std on the training data.
+REWARD_MEAN_KEY = "reward_mean"
+REWARD_STD_KEY = "reward_std"
+#: Length budget when neither the `max_length` option nor the saved metadata gives one.
+DEFAULT_MAX_LENGTH = 512
+
+
+def _pick_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _unicode_problem(prompt: Any, response: str) -> str | None:
+    """Why the text cannot be tokenized as Unicode (a lone surrogate), or None when it can."""
+    texts: list[tuple[str, Any]] = [("response", response)]
+    if isinstance(prompt, str):
+        texts.append(("prompt", prompt))
+    elif isinstance(prompt, list):
+        texts.extend((f"prompt message {i}", m.get("content")) for i, m in enumerate(prompt) if isinstance(m, dict))
+    for where, text in texts:
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return f"{where} is not valid Unicode (lone surrogate at character {error.start}); it cannot be tokenized"
+    return None
+
+
+@register("rm", family=True, usage="rm:PATH")
+class ModelReward(Reward):
+    """Learned reward model from a saved folder (`rm:./my-rm`); multi-objective heads fill `objectives`.
+
+    Options: `batch_size` (rows per forward pass, 16), `max_length` (token budget; default the one saved with
+    the model, else 512), `device` (`auto` = CUDA when available), `normalize` (subtract the saved training
+    mean, divide by the saved std), `truncation` (`prompt_left` or `right`, as `encode_sample`),
+    `torch_dtype` (e.g. `bfloat16`; default: as saved).
+    """
+
+    name = "rm"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        batch_size: int = 16,
+        max_length: int | None = None,
+        device: str = "auto",
+        normalize: bool = False,
+        truncation: str = "prompt_left",
+        torch_dtype: str | None = None,
+    ) -> None:
+        from rewardlab.data.encoding import TRUNCATION_POLICIES
+
+        folder = Path(str(path)).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"rm: reward model folder {str(path)!r} does not exist")
+        if not (folder / "config.json").is_file():
+            raise ValueError(f"rm: {folder} has no config.json; expected a folder saved by RewardModel.save_pretrained")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
+        if truncation not in TRUNCATION_POLICIES:
+            raise ValueError(f"truncation must be one of {', '.join(TRUNCATION_POLICIES)}, got {truncation!r}")
+        self.path = str(folder)
+        self.batch_size = batch_size
+        self.max_length_option = max_length
+        self.device = device
+        self.normalize = bool(normalize)
+        self.truncation = truncation
+        self.torch_dtype = torch_dtype
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self.metadata: dict[str, Any] = {}
+        self._load()
+        if self.normalize:
+            self.mean_std()
+
+    # ------------------------------------------------------------------ model lifecycle
+    def _load(self) -> Any:
+        """The loaded model (loaded on first use and again after unpickling or `close()`)."""
+        with self._lock:
+            if self._model is None:
+                from rewardlab.models.reward_model import load_reward_model
+
+                model, _tokenizer, metadata = load_reward_model(self.path, torch_dtype=self.torch_dtype)
+                model.to(_pick_device(self.device))
+                model.eval()
+                self.metadata = metadata
+                self._model = model
+            return self._model
+
+    @property
+    def max_length(self) -> int:
+        """The token budget per sample: the option, else the saved `max_length`, else the backbone's limit."""
+        if self.max_length_option is not None:
+            return self.max_length_option
+        saved = self.metadata.get("max_length")
+        if isinstance(saved, int) and saved > 0:
+            return saved
+        limit = DEFAULT_MAX_LENGTH
+        if self._model is not None:
+            positions = getattr(self._model.config, "max_position_embeddings", None)
+            if isinstance(positions, int) and positions > 0:
+                limit = min(limit, positions)
+        return limit
+
+    def mean_std(self) -> tuple[float, float]:
+        """The reward mean and std on the training data, as saved in `rewardlab.json` (for `normalize`)."""
+        mean, std = self.metadata.get(REWARD_MEAN_KEY), self.metadata.get(REWARD_STD_KEY)
+        if not isinstance(mean, int | float) or not isinstance(std, int | float):
+            raise ValueError(
+                f"rm: normalize=True needs {REWARD_MEAN_KEY!r} and {REWARD_STD_KEY!r} in {self.path}/rewardlab.json "
+                f"(got {mean!r}, {std!r}); save the model with metadata={{'{REWARD_MEAN_KEY}': ..., "
+                f"'{REWARD_STD_KEY}': ...}}"
+            )
+        if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+            raise ValueError(f"rm: saved reward std must be finite and > 0 in {self.path}/rewardlab.json, got {std!r}")
+        return float(mean), float(std)
+
+    def close(self) -> None:
+        """Free the model (it is reloaded if the reward is used again)."""
+        with self._lock:
+            if self._model is None:
+                return
+            on_cuda = self._model.head.weight.is_cuda
+            self._model = None
+        gc.collect()
+        if on_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_model"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ scoring
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        from rewardlab.data.encoding import encode_sample
+
+        model = self._load()
+        tokenizer = model.tokenizer
+        max_length = self.max_length
+        scores: list[Score | None] = [None] * len(samples)
+        encoded: list[Any] = []
+        positions: list[int] = []
+        for i, sample in enumerate(samples):
+            if not isinstance(sample.response, str):
+                scores[i] = Score.failure(f"response must be a string, got {type(sample.response).__name__}")
+                continue
+            prompt = "" if sample.prompt is None else sample.prompt
+            problem = _unicode_problem(prompt, sample.response)
+            if problem is not None:
+                scores[i] = Score.failure(problem)
+                continue
+            try:
+                item = encode_sample(tokenizer, prompt, sample.response, max_length=max_length,
+                                     truncation=self.truncation)
+            except Exception as error:
+                scores[i] = Score.failure(f"cannot tokenize the sample: {type(error).__name__}: {error}")
+                continue
+            if not item.input_ids:
+                scores[i] = Score.failure("the sample encodes to no tokens: nothing to score")
+                continue
+            encoded.append(item)
+            positions.append(i)
+        if encoded:
+            out = model.score_encoded(encoded, batch_size=self.batch_size)
+            mean, std = self.mean_std() if self.normalize else (0.0, 1.0)
+            names = model.objective_names
+            multi = len(names) > 1
+            for j, i in enumerate(positions):
+                value = (float(out.rewards[j]) - mean) / std
+                objectives = {n: float(out.objectives[j, k]) for k, n in enumerate(names)} if multi else {}
+                info = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated}
+                scores[i] = Score(value=value, objectives=objectives, info=info)
+        return [s if s is not None else Score.failure("not scored") for s in scores]
