@@ -11,7 +11,9 @@ separate sandboxed process tree (`rewardlab.runtime.sandbox`); the limits and is
 
 from __future__ import annotations
 
+import ast
 import json
+import marshal
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -38,17 +40,16 @@ _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DO
 # namespace, and reports one JSON line per event on the channel fd. A program-level failure is classified:
 # MemoryError -> memory, a failed fork (EAGAIN) -> processes, EFBIG -> file_size.
 _HARNESS_SOURCE = r'''
-import builtins, errno, json, os, sys, traceback
-_channel = os.fdopen(int(os.environ.pop("REWARDLAB_CHANNEL_FD")), "w", buffering=1)
+import builtins, errno, marshal, os, sys
+_channel = int(os.environ.pop("REWARDLAB_CHANNEL_FD"))
 _guard = os.environ.pop("REWARDLAB_SOCKET_GUARD", "0") == "1"
-with open("harness.json") as _handle:
-    _config = json.load(_handle)
-os.unlink("harness.json")
+with open("harness.marshal", "rb") as _handle:
+    _config = marshal.load(_handle)
+os.unlink("harness.marshal")
 
 def _report(**event):
     try:
-        _channel.write(json.dumps(event) + "\n")
-        _channel.flush()
+        os.write(_channel, (repr(event) + "\n").encode("utf-8", "backslashreplace"))
     except Exception:
         pass
 
@@ -58,6 +59,7 @@ def _limit_of(error):
     if isinstance(error, OSError) and error.errno == errno.EFBIG:
         return "file_size"
     if isinstance(error, BlockingIOError) and error.errno == errno.EAGAIN:
+        import traceback
         frames = traceback.extract_tb(error.__traceback__)
         if frames and "fork" in (frames[-1].line or "") + frames[-1].name:
             return "processes"
@@ -179,11 +181,14 @@ def parse_tests(reference: Any) -> CodeTests:
 
 
 def _events(channel: bytes) -> list[dict[str, Any]]:
+    """The harness's event lines (Python literals); anything else on the channel is ignored."""
     events = []
     for line in channel.decode("utf-8", "replace").splitlines():
+        if len(line) > 65536:
+            continue
         try:
-            event = json.loads(line)
-        except ValueError:
+            event = ast.literal_eval(line)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
         if isinstance(event, dict):
             events.append(event)
@@ -277,12 +282,11 @@ class CodeExecution(Reward):
     def _jobs(self, program: str, tests: CodeTests) -> list[Callable[[], Execution]]:
         sandbox, language = self.sandbox, LANGUAGES[self.language]
         if tests.mode == "tests":
-            config = json.dumps({"tests": list(tests.statements)}).encode()
-            files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.json": config}
+            config = marshal.dumps({"tests": list(tests.statements)}, 2)
+            files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": config}
             argv = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
             return [lambda: sandbox.run_program(language, program, files=files, argv=argv)]
-        config = json.dumps({"tests": []}).encode()
-        files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.json": config}
+        files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": marshal.dumps({"tests": []}, 2)}
         argv = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
 
         def case(stdin: str) -> Callable[[], Execution]:

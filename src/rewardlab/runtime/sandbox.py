@@ -24,7 +24,7 @@ Languages are data (`Language`): the files a program needs and the command line 
 from __future__ import annotations
 
 import contextlib
-import json
+import marshal
 import os
 import selectors
 import shutil
@@ -198,8 +198,9 @@ class Execution:
 # setresgid, setresuid, execve) and waits for it; its exit then tears down the PID namespace. It reports the
 # program's wait status and rusage on a pipe the program never holds.
 _INIT_SOURCE = r'''
-import ctypes, json, os, resource, sys
-config = json.loads(sys.argv[1])
+import marshal, os, resource, sys
+with open(sys.argv[1], "rb") as handle:
+    config = marshal.load(handle)
 status_fd = config["status_fd"]
 os.set_inheritable(status_fd, False)
 payload = {}
@@ -208,6 +209,7 @@ for name in config["files"]:
         payload[name] = handle.read()
 uid = config["uid"]
 if config["mount_namespace"]:
+    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     for target, size in config["tmpfs"]:
         if os.path.isdir(target):
@@ -246,8 +248,8 @@ while True:
         break
     except InterruptedError:
         continue
-report = {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024}
-os.write(status_fd, json.dumps(report).encode())
+report = "%d %r %d" % (status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+os.write(status_fd, report.encode())
 os._exit(0)
 '''
 
@@ -472,7 +474,10 @@ class Sandbox:
             "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB]],
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
         }
-        command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, json.dumps(config)]
+        config_path = os.path.join(payload_dir, ".init")  # root-only directory; not copied to the workdir
+        with open(config_path, "wb") as handle:
+            marshal.dump(config, handle, 2)
+        command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, config_path]
         if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
             prefix = [isolation.unshare or "unshare"]
             if isolation.pid_namespace:
@@ -590,13 +595,12 @@ class Sandbox:
         sandbox_error: str | None = None
         stdout = bytes(buffers[streams["stdout"]][: limits.output_bytes])
         stderr = bytes(buffers[streams["stderr"]][: limits.output_bytes])
-        try:
-            report = json.loads(bytes(buffers[status_r]).decode()) if buffers[status_r] else None
-        except ValueError:
+        report: list[str] | None = bytes(buffers[status_r]).decode("ascii", "replace").split()
+        if report is not None and len(report) != 3:
             report = None
         if report is not None:
-            status = int(report["status"])
-            cpu, rss = float(report["cpu"]), int(report["maxrss"])
+            status = int(report[0])
+            cpu, rss = float(report[1]), int(report[2])
             if os.WIFSIGNALED(status):
                 signum = os.WTERMSIG(status)
             elif os.WIFEXITED(status):

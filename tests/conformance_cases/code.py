@@ -1,0 +1,24 @@
+"""Conformance cases for rewards/code.py: assert-style and stdin/stdout tests, passing, failing and crashing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardlab import Sample
+
+DOUBLE_TESTS = {"tests": ["assert double(2) == 4", "assert double(-1) == -2", "assert double(0) == 0"]}
+SUM_IO = {"io": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "10 -4\n", "stdout": "6"}]}
+
+PROGRAMS = [
+    Sample(prompt="Write double(x).", response="```python\ndef double(x):\n    return 2 * x\n```",
+           reference=DOUBLE_TESTS),
+    Sample(prompt="Write double(x).", response="def double(x):\n    return x + 2\n", reference=DOUBLE_TESTS),
+    Sample(prompt="Write double(x).", response="def double(x) return", reference=DOUBLE_TESTS),
+    Sample(prompt="Add two numbers from stdin.", response="a, b = map(int, input().split())\nprint(a + b)\n",
+           reference=SUM_IO),
+    Sample(prompt="Add two numbers from stdin.", response="print(3)", reference=SUM_IO),
+]
+
+CASES: dict[str, tuple[Any, list[Sample]]] = {
+    "code": ({"code": {"timeout": 5, "cpu_seconds": 2, "workers": 2}}, PROGRAMS),
+}

@@ -1,0 +1,366 @@
+"""The `code` reward and its sandbox: scoring behaviour, the attack suite, fallbacks, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rewardlab
+from rewardlab import Sample
+from rewardlab.rewards.code import CodeExecution, extract_program, normalize_output, parse_tests
+from rewardlab.runtime.sandbox import PYTHON, Limits, Sandbox, SandboxUnavailableError
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = {"timeout": 2.0, "cpu_seconds": 1.0, "workers": 2}
+ALWAYS = {"tests": ["assert True"]}
+IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def code() -> Iterator[CodeExecution]:
+    reward = rewardlab.load({"code": FAST})
+    assert isinstance(reward, CodeExecution)
+    yield reward
+    reward.close()
+
+
+def marker_processes(marker: str) -> list[str]:
+    """Command lines of live processes that carry `marker` (a daemon left behind would show up here)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and "pytest" not in cmdline:
+                found.append(cmdline)
+    return found
+
+
+# --- behaviour ---------------------------------------------------------------------------------------------
+
+
+def test_assert_tests_score_the_fraction_passed(code: CodeExecution) -> None:
+    sample = Sample(response="```python\ndef f(x):\n    return 2 * x\n```",
+                    reference={"tests": ["assert f(2) == 4", "assert f(3) == 7", "assert f(0) == 0"]})
+    score = code.score_one(sample)
+    assert score.error is None
+    assert score.value == pytest.approx(2 / 3)
+    assert [t["passed"] for t in score.info["tests"]] == [True, False, True]
+    assert score.info["tests"][1]["error"] == "AssertionError"
+    assert (score.info["passed"], score.info["total"], score.info["mode"]) == (2, 3, "tests")
+
+
+def test_all_or_nothing_gives_zero_unless_every_test_passes() -> None:
+    strict = CodeExecution(all_or_nothing=True, **FAST)  # type: ignore[arg-type]
+    half = Sample(response="def f(x): return 1", reference={"tests": ["assert f(0) == 1", "assert f(1) == 2"]})
+    full = Sample(response="def f(x): return x + 1", reference={"tests": ["assert f(0) == 1", "assert f(1) == 2"]})
+    assert [s.value for s in strict.score([half, full])] == [0.0, 1.0]
+
+
+def test_tests_share_the_program_namespace_and_run_in_order(code: CodeExecution) -> None:
+    sample = Sample(response="counter = []\n",
+                    reference={"tests": ["counter.append(1)", "assert counter == [1]", "assert undefined_name"]})
+    score = code.score_one(sample)
+    assert score.value == pytest.approx(2 / 3)
+    assert score.info["tests"][2]["error"].startswith("NameError")
+
+
+def test_io_tests_compare_whitespace_normalised_stdout(code: CodeExecution) -> None:
+    program = "a, b = map(int, input().split())\nprint(a + b, ' ')\nprint()\n"
+    reference = {"io": [{"stdin": "1 2\n", "stdout": "3"}, {"stdin": "5   5", "stdout": "  10\n\n"},
+                        {"stdin": "1 1", "stdout": "3"}]}
+    score = code.score_one(Sample(response=program, reference=reference))
+    assert score.value == pytest.approx(2 / 3)
+    assert score.info["mode"] == "io"
+    wrong = score.info["tests"][2]
+    assert (wrong["error"], wrong["stdout"].strip(), wrong["expected"]) == ("wrong answer", "2", "3")
+
+
+def test_a_crashing_program_scores_zero_with_its_error(code: CodeExecution) -> None:
+    score = code.score_one(Sample(response="def f(:\n  pass", reference={"tests": ["assert f()", "assert 1"]}))
+    assert score.error is None and score.value == 0.0
+    assert score.info["program_error"].startswith("SyntaxError")
+    io = code.score_one(Sample(response="raise ValueError('bad input')", reference={"io": [{"stdout": "x"}]}))
+    assert io.value == 0.0 and io.info["tests"][0]["error"] == "runtime error: ValueError: bad input"
+
+
+def test_sys_exit_zero_still_runs_the_tests(code: CodeExecution) -> None:
+    program = "def f():\n    return 5\nimport sys\nsys.exit(0)\n"
+    sample = Sample(response=program, reference={"tests": ["assert f() == 5"]})
+    assert code.score_one(sample).value == 1.0
+
+
+def test_bad_references_fail_with_the_field_named(code: CodeExecution) -> None:
+    scores = code.score([
+        Sample(response="print(1)", reference={"io": [{"stdin": "1"}]}),
+        Sample(response="print(1)", reference={"tests": []}),
+        Sample(response="print(1)", reference={"tests": ["assert 1"], "io": []}),
+        Sample(response="print(1)", reference=None),
+        Sample(response="print(1)", reference=json.dumps({"tests": ["assert 1 + 1 == 2"]})),
+    ])
+    assert scores[0].error is not None and "io[0]" in scores[0].error
+    assert scores[1].error is not None and "'tests'" in scores[1].error
+    assert scores[2].error is not None and "['io', 'tests']" in scores[2].error
+    assert scores[3].error is not None and "Sample.reference" in scores[3].error
+    assert scores[4].value == 1.0  # a JSON string holding the tests is accepted
+
+
+def test_extract_program_takes_the_last_python_block() -> None:
+    response = "Try:\n```python\nx = 1\n```\nBetter:\n```py\nx = 2\n```\nand text ```sh\nrm -rf /\n```"
+    assert extract_program(response) == "x = 2\n"
+    assert extract_program("x = 3") == "x = 3"
+    assert parse_tests({"tests": "assert 1"}).statements == ("assert 1",)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab1 \t", max_size=8), max_size=5), st.text(alphabet=" \t", max_size=3),
+       st.integers(min_value=0, max_value=3))
+def test_normalisation_ignores_blanks_at_line_edges_and_outer_blank_lines(
+    lines: list[str], pad: str, blank_lines: int
+) -> None:
+    text = "\n".join(lines)
+    padded = "\n" * blank_lines + "\n".join(pad + line + pad for line in lines) + "\n" * blank_lines
+    assert normalize_output(padded) == normalize_output(text)
+    assert all(line == " ".join(line.split()) for line in normalize_output(padded))
+
+
+def test_parallel_workers_give_the_same_scores_in_order() -> None:
+    samples = [Sample(response=f"def f():\n    return {i % 3}", reference={"tests": ["assert f() == 1"]})
+               for i in range(6)]
+    one = CodeExecution(**{**FAST, "workers": 1}).score(samples)  # type: ignore[arg-type]
+    two = CodeExecution(**{**FAST, "workers": 2}).score(samples)  # type: ignore[arg-type]
+    assert [s.value for s in one] == [s.value for s in two] == [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+
+
+def test_info_reports_the_isolation_in_force(code: CodeExecution) -> None:
+    score = code.score_one(Sample(response="x = 1", reference=ALWAYS))
+    assert score.info["isolation"] == code.sandbox.isolation.mechanisms()
+    assert {"rlimits", "process_group"} <= set(score.info["isolation"])
+    assert ("net_namespace" in score.info["isolation"]) != ("socket_guard" in score.info["isolation"])
+
+
+@pytest.mark.skipif(not IS_ROOT or shutil.which("unshare") is None, reason="needs root and util-linux unshare")
+def test_this_machine_runs_programs_as_another_uid_in_pid_net_and_mount_namespaces() -> None:
+    sandbox = Sandbox(Limits(wall_seconds=5), namespaces="require")
+    isolation = sandbox.isolation
+    assert (isolation.uid, isolation.pid_namespace, isolation.net_namespace, isolation.mount_namespace) == (
+        True, True, True, True), isolation.notes
+    run = sandbox.run_program(PYTHON, "import os\nprint(os.getuid(), os.getgroups(), os.getpid(), os.getcwd())")
+    uid, groups, pid, cwd = run.stdout.decode().split(" ", 3)
+    assert int(uid) >= 1_000_000 and groups == "[]" and pid == "2" and cwd.strip() == "/tmp/sandbox"
+
+
+def test_sandbox_argument_errors_name_the_input() -> None:
+    with pytest.raises(ValueError, match="namespaces"):
+        Sandbox(namespaces="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Limits\.cpu_seconds"):
+        Limits(cpu_seconds=0)
+    with pytest.raises(ValueError, match="plain names"):
+        Sandbox().run(["/bin/true"], files={"../escape": b""})
+
+
+# --- the attack suite: each attack is contained and reported clearly ------------------------------------------
+
+
+def test_attack_infinite_loop_is_stopped_by_the_time_limit(code: CodeExecution) -> None:
+    started = time.monotonic()
+    score = code.score_one(Sample(response="while True:\n    pass\n", reference=ALWAYS))
+    assert score.value is None and score.error is not None and score.error.startswith("timeout")
+    assert time.monotonic() - started < 6
+
+
+def test_attack_fork_bomb_is_capped_and_leaves_no_process(code: CodeExecution) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.{os.getpid()}"
+    bomb = (f"import os\nborn = 0\nwhile True:\n    if os.fork() == 0:\n"
+            f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    born += 1\n")
+    score = code.score_one(Sample(response=bomb, reference=ALWAYS))
+    assert score.error is not None
+    if IS_ROOT:  # RLIMIT_NPROC binds an unprivileged uid only
+        assert score.error.startswith("process limit exceeded"), score.error
+    assert marker_processes(marker) == []
+    plain = code.score_one(Sample(response="import os\nwhile True:\n    os.fork()\n", reference=ALWAYS))
+    assert plain.error is not None and plain.error.startswith(("process limit exceeded", "timeout"))
+
+
+def test_attack_memory_hog_hits_the_address_space_limit(code: CodeExecution) -> None:
+    # a growing hog meets a 256 MiB cap (first-touch page faults are slow on small VMs; 1 GiB would take seconds)
+    capped = CodeExecution(memory_mb=256, **FAST)  # type: ignore[arg-type]
+    hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))\n"
+    score = capped.score_one(Sample(response=hog, reference=ALWAYS))
+    assert score.error is not None and score.error.startswith("memory limit exceeded"), score.error
+    in_test = code.score_one(Sample(response="x = 1", reference={"tests": ["assert x", "y = bytearray(4 << 30)"]}))
+    assert in_test.error is not None and in_test.error.startswith("memory limit exceeded")
+    assert [t["passed"] for t in in_test.info["tests"]] == [True, False]
+
+
+def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: CodeExecution) -> None:
+    name = f"rewardlab-escape-{uuid.uuid4().hex}"
+    in_project = ROOT / name
+    in_tmp = Path("/tmp") / name
+    writes_tmp = f"open({str(in_tmp)!r}, 'w').write('escaped')\nassert open({str(in_tmp)!r}).read() == 'escaped'\n"
+    tmp_score = code.score_one(Sample(response=writes_tmp, reference=ALWAYS))
+    project_score = code.score_one(Sample(response=f"open({str(in_project)!r}, 'w').write('x')", reference=ALWAYS))
+    assert not in_tmp.exists() and not in_project.exists()
+    assert tmp_score.error is None  # /tmp: either a private tmpfs or cleaned after the run
+    assert project_score.value == 0.0
+    if IS_ROOT:
+        assert project_score.info["program_error"].startswith("PermissionError"), project_score.info
+    big_file = "with open('big', 'wb') as f:\n    for _ in range(100):\n        f.write(bytes(1 << 20))\n"
+    too_big = code.score_one(Sample(response=big_file, reference=ALWAYS))
+    assert too_big.error is not None and too_big.error.startswith(("file size limit exceeded", "memory limit"))
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="deleting a root-owned file is refused only when the program drops root")
+def test_attack_deleting_a_root_owned_file_fails(code: CodeExecution) -> None:
+    victim_dir = Path(tempfile.mkdtemp(prefix=".rewardlab-victim-", dir=ROOT))
+    try:
+        victim_dir.chmod(0o755)
+        victim = victim_dir / "keep.txt"
+        victim.write_text("precious")
+        victim.chmod(0o644)
+        attack = f"import os, shutil\nos.remove({str(victim)!r})"
+        score = code.score_one(Sample(response=attack, reference=ALWAYS))
+        rmtree = code.score_one(Sample(response=f"import shutil\nshutil.rmtree({str(victim_dir)!r})",
+                                       reference=ALWAYS))
+        assert victim.read_text() == "precious"
+        assert score.value == 0.0 and score.info["program_error"].startswith("PermissionError")
+        assert rmtree.value == 0.0 and rmtree.info["program_error"].startswith("PermissionError")
+    finally:
+        shutil.rmtree(victim_dir)
+
+
+def test_attack_socket_to_a_loopback_port_cannot_connect(code: CodeExecution) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        attack = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'leak')\n"
+        score = code.score_one(Sample(response=attack, reference=ALWAYS))
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert score.value == 0.0
+    error = score.info["program_error"]
+    if code.sandbox.isolation.net_namespace:
+        assert "Network is unreachable" in error or "Connection refused" in error, error
+    else:
+        assert "socket guard" in error, error
+
+
+def test_attack_daemon_does_not_outlive_the_run(code: CodeExecution) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.{os.getpid() + 1}"
+    daemon = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\ntime.sleep(0.3)\n")
+    score = code.score_one(Sample(response=daemon, reference=ALWAYS))
+    assert score.error is None and score.value == 1.0  # the program itself did nothing wrong
+    assert marker_processes(marker) == []
+
+
+def test_attack_killing_its_parent_does_not_reach_the_scorer(code: CodeExecution) -> None:
+    attacks = [
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+        "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
+        f"import os, signal\nos.kill({os.getpid()}, signal.SIGKILL)\n",
+        f"import os, signal\nos.killpg(os.getpgid({os.getpid()}), signal.SIGKILL)\n",
+    ]
+    scores = code.score([Sample(response=attack, reference=ALWAYS) for attack in attacks])
+    # we are still here, and the next program still runs
+    assert code.score_one(Sample(response="x = 1", reference=ALWAYS)).value == 1.0
+    if IS_ROOT:
+        assert scores[0].value == 0.0 and scores[0].info["program_error"].startswith("PermissionError")
+    for score in scores[2:]:
+        assert score.value == 0.0 and score.info["program_error"].startswith(("PermissionError", "ProcessLookup"))
+
+
+def test_attack_printing_a_gigabyte_is_cut_at_the_output_limit(code: CodeExecution) -> None:
+    flood = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
+    started = time.monotonic()
+    score = code.score_one(Sample(response=flood, reference={"io": [{"stdin": "", "stdout": "x"}]}))
+    assert score.error is not None and score.error.startswith("output limit exceeded"), score.error
+    assert time.monotonic() - started < 5
+    run = code.sandbox.run_program(PYTHON, flood)
+    assert run.output_exceeded and len(run.stdout) <= run.limits.output_bytes
+
+
+# --- fallbacks: no namespaces ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def without_namespaces() -> Iterator[CodeExecution]:
+    reward = CodeExecution(namespaces="off", **FAST)  # type: ignore[arg-type]
+    yield reward
+    reward.close()
+
+
+def test_without_a_network_namespace_python_sockets_are_refused(without_namespaces: CodeExecution) -> None:
+    isolation = without_namespaces.sandbox.isolation
+    assert not isolation.net_namespace and "socket_guard" in isolation.mechanisms()
+    score = without_namespaces.score_one(
+        Sample(response="import socket\nsocket.socket()", reference=ALWAYS))
+    assert score.value == 0.0 and "socket guard" in score.info["program_error"]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="without a PID namespace, daemons are found by their uid (needs root)")
+def test_without_namespaces_daemons_and_tmp_files_are_cleaned_by_uid(without_namespaces: CodeExecution) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.{os.getpid() + 2}"
+    leftover = Path("/tmp") / f"rewardlab-leftover-{uuid.uuid4().hex}"
+    program = (f"import os, time\nopen({str(leftover)!r}, 'w').write('x')\nif os.fork() == 0:\n    os.setsid()\n"
+               f"    if os.fork() == 0:\n        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\n"
+               f"time.sleep(0.3)\n")
+    score = without_namespaces.score_one(Sample(response=program, reference=ALWAYS))
+    assert score.value == 1.0
+    assert marker_processes(marker) == [] and not leftover.exists()
+    killer = without_namespaces.score_one(
+        Sample(response="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", reference=ALWAYS))
+    assert killer.value == 0.0 and killer.info["program_error"].startswith("PermissionError")
+
+
+def test_require_fails_clearly_or_gives_every_namespace() -> None:
+    try:
+        isolation = Sandbox(namespaces="require").isolation
+    except SandboxUnavailableError as error:
+        assert "require" in str(error)
+    else:
+        assert isolation.pid_namespace and isolation.net_namespace and isolation.mount_namespace
+
+
+# --- end to end ------------------------------------------------------------------------------------------------
+
+
+def test_cli_scores_a_jsonl_file_with_the_code_reward(tmp_path: Path) -> None:
+    rows: list[dict[str, Any]] = [
+        {"prompt": "double", "response": "```python\ndef double(x):\n    return 2 * x\n```",
+         "reference": {"tests": ["assert double(2) == 4", "assert double(5) == 10"]}},
+        {"prompt": "add", "response": "print(sum(map(int, input().split())))",
+         "reference": {"io": [{"stdin": "2 3", "stdout": "5"}, {"stdin": "1 1", "stdout": "3"}]}},
+        {"prompt": "loop", "response": "while True: pass", "reference": {"tests": ["assert True"]}},
+    ]
+    source = tmp_path / "programs.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "scored.jsonl"
+    spec = json.dumps({"code": {"cpu_seconds": 1}})
+    result = subprocess.run(
+        [sys.executable, "-m", "rewardlab", "score", "--reward", spec, "-i", str(source), "-o", str(out),
+         "--timeout", "2", "--workers", "2", "--quiet"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    scored = [json.loads(line)["score"] for line in out.read_text().splitlines()]
+    assert [s["value"] for s in scored] == [1.0, 0.5, None]
+    assert scored[2]["error"].startswith("timeout")
