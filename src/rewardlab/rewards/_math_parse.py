@@ -101,6 +101,12 @@ _THOUSANDS_MARK = re.compile(r"(?<=\d),\\!\s*(?=\d{3})")
 _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _MEMBER = re.compile(r"^[a-zA-Z]\s*(?:\\in|∈)\s*")
 _FRAC_WORDS = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
+_NUMBER_WORDS = {
+    word: str(n) for n, word in enumerate(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+    )
+}
 _MATH_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 
@@ -166,6 +172,7 @@ def _normalize(s: str) -> str:
     s = s.replace("−", "-").replace("×", "\\times").replace("·", "\\cdot").replace("√", "\\sqrt")
     s = s.replace("π", "\\pi").replace("∞", "\\infty")
     s = s.strip().rstrip(".").strip()
+    s = _NUMBER_WORDS.get(s.lower(), s)
     s = _MEMBER.sub("", s)
     for _ in range(2):
         s = _TRAILING_UNIT.sub("", s).strip()
@@ -219,6 +226,7 @@ _GREEK = frozenset(
      "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega")
 )
 _TIMES = frozenset(("\\cdot", "\\times", "\\ast", "*"))
+_NOT_FACTORS = frozenset(("\\pm", "\\mp", "\\div", "\\}", "\\cup", "\\le", "\\ge", "\\rfloor", "\\rceil"))
 
 
 def tokenize(s: str) -> list[tuple[str, str]]:
@@ -312,7 +320,7 @@ class _Parser:
         if kind in ("sym",):
             return True
         if kind == "cmd":
-            return text not in ("\\pm", "\\mp", "\\div", "\\}", "\\cup", "\\le", "\\ge") and text not in _TIMES
+            return text not in _NOT_FACTORS and text not in _TIMES
         return text in ("(", "{", "\\{") or kind == "num"
 
     def unary(self) -> Node:
@@ -419,6 +427,15 @@ class _Parser:
             return ("s", name)
         if name == "binom":
             return ("binom", self.group(), self.group())
+        if name == "log" and self.at("_"):
+            self.take()
+            base = self.group()
+            argument = self.atom() if self.at("(", "{") else self.power()
+            return ("/", ("f", "ln", argument), ("f", "ln", base))
+        if name in ("lfloor", "lceil"):
+            inner = self.sum()
+            self.expect("\\rfloor" if name == "lfloor" else "\\rceil")
+            return ("floor" if name == "lfloor" else "ceil", inner)
         if name in _FUNCTIONS:
             exponent: Node | None = None
             if self.at("^"):
@@ -566,6 +583,8 @@ def _imaginary(node: Node) -> Node:
     """The symbol `i` is the imaginary unit (MATH convention)."""
     if node == ("s", "i"):
         return ("i",)
+    if node == ("s", "e"):
+        return ("e",)
     if node[0] in ("n", "s", "pi", "e", "inf", "i"):
         return node
     return (node[0], *(_imaginary(part) if isinstance(part, tuple) else part for part in node[1:]))
@@ -666,6 +685,11 @@ def exact_value(node: Node) -> Fraction | None:
         if num * num == inner.numerator and den * den == inner.denominator:
             return Fraction(num, den)
         return None
+    if kind in ("floor", "ceil"):
+        inner = exact_value(node[1])
+        if inner is None:
+            return None
+        return Fraction(math.floor(inner) if kind == "floor" else math.ceil(inner))
     if kind == "!":
         inner = exact_value(node[1])
         if inner is None or inner.denominator != 1 or not 0 <= inner <= 300:
@@ -756,6 +780,11 @@ def numeric_value(node: Node, env: dict[str, complex]) -> complex:
         return complex(_CMATH[node[1]](numeric_value(node[2], env)))
     if kind == "abs":
         return complex(abs(numeric_value(node[1], env)))
+    if kind in ("floor", "ceil"):
+        inner = numeric_value(node[1], env)
+        if inner.imag != 0 or not math.isfinite(inner.real):
+            raise ValueError("floor/ceil of a non-real value")
+        return complex(math.floor(inner.real) if kind == "floor" else math.ceil(inner.real))
     if kind == "!":
         inner = numeric_value(node[1], env)
         if inner.imag != 0 or not -1 < inner.real <= 170:

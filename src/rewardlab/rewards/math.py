@@ -142,6 +142,8 @@ def _to_sympy(node: Node) -> Any:
         return getattr(sympy, names.get(function, function))(_to_sympy(node[2]))
     if kind == "abs":
         return sympy.Abs(_to_sympy(node[1]))
+    if kind in ("floor", "ceil"):
+        return (sympy.floor if kind == "floor" else sympy.ceiling)(_to_sympy(node[1]))
     if kind in ("!", "binom"):
         args = [_to_sympy(part) for part in node[1:]]
         if any(arg.is_Number and abs(arg) > 1000 for arg in args):

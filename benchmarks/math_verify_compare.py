@@ -1,0 +1,356 @@
+"""rewardlab `math` vs Hugging Face `math-verify`: agreement with labels and checks per second, same inputs.
+
+The labelled set is built from real data in ../shared/data:
+- MATH500 gold answers, each with rule-based equivalent rewrites and non-equivalent perturbations
+  (`rewardlab.rewards._math_variants.variants`), embedded in model-style responses (boxed, "The answer is",
+  <answer> tags), plus a hand-written table of harder rewrites of MATH500 golds (`HAND`);
+- GSM8K test problems: the reference solution text ending in the gold (`####`, "The answer is", boxed, with
+  thousands commas) and wrong endings (off by one, ×10).
+
+Both checkers get the same (response, gold) pairs. rewardlab: `rewardlab.load("math").score(samples)` (default
+configuration, in-process). math-verify: `verify(parse(gold), parse(response))` with its defaults, each gold
+parsed once (`parse("\\boxed{gold}")`) — gold caching is granted to both sides. Caches are cleared and both
+get the same warm-up before timing.
+
+    .venv/bin/python benchmarks/math_verify_compare.py            # full: 500 MATH golds, 400 GSM8K problems
+    .venv/bin/python benchmarks/math_verify_compare.py --gsm8k-limit 100 --math-limit 100 --quiet
+
+Writes benchmarks/results/math_verify_compare.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import rewardlab
+from rewardlab import Sample
+from rewardlab.rewards import _math_parse
+from rewardlab.rewards import math as math_reward
+from rewardlab.rewards._math_variants import RESPONSE_TEMPLATES, gsm8k_gold, gsm8k_responses, respond, variants
+
+# math-verify's default `parse` does not read <answer> tags, so the agreement set uses only the templates that
+# both checkers read (boxed, "The answer is $...$"): the comparison is about equivalence, not tag formats.
+TEMPLATES = tuple(t for t in RESPONSE_TEMPLATES if "<answer>" not in t)
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULT = ROOT / "benchmarks" / "results" / "math_verify_compare.json"
+
+# Hand-written rewrites of MATH500 gold answers (gold, model answer, equivalent?), harder than the rules.
+HAND: list[tuple[str, str, bool]] = [
+    ("\\frac{14}{3}", "4\\frac{2}{3}", True),
+    ("\\frac{14}{3}", "4 2/3", True),
+    ("\\frac{14}{3}", "4.666666667", True),
+    ("\\frac{14}{3}", "\\frac{15}{3}", False),
+    ("\\frac{1}{2}", "0.5", True),
+    ("\\frac{1}{2}", "50\\%", True),
+    ("\\dfrac{17}{50}", "0.34", True),
+    ("\\dfrac{17}{50}", "0.35", False),
+    ("\\frac 34", "3/4", True),
+    ("\\frac9{19}", "\\frac{9}{19}", True),
+    ("2\\sqrt{5}", "\\sqrt{20}", True),
+    ("2\\sqrt{5}", "\\sqrt{10}", False),
+    ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt{3}}", True),
+    ("\\frac{\\sqrt{3}}{3}", "\\sqrt{3}", False),
+    ("\\frac{3\\sqrt{3}}{4}", "\\frac{3}{4}\\sqrt{3}", True),
+    ("11\\sqrt2", "\\sqrt{242}", True),
+    ("\\frac{20000}{\\pi}", "20000/\\pi", True),
+    ("\\frac{20000}{\\pi}", "20000\\pi", False),
+    ("12\\pi", "12 \\cdot \\pi", True),
+    ("12\\pi", "\\pi \\cdot 12", True),
+    ("12\\pi", "37.69911184", True),
+    ("18+2\\pi", "2(9+\\pi)", True),
+    ("-\\frac{\\pi}{6}", "-\\pi/6", True),
+    ("-\\frac{\\pi}{6}", "\\frac{\\pi}{6}", False),
+    ("\\pi", "180^\\circ", False),
+    ("x^3+3x-6", "3x + x^3 - 6", True),
+    ("x^3+3x-6", "x^3+3x+6", False),
+    ("2k+2", "2(k+1)", True),
+    ("2k+2", "2k+1", False),
+    ("(a+5)(b+2)", "ab+2a+5b+10", True),
+    ("(a+5)(b+2)", "ab+2a+5b+5", False),
+    ("\\frac{11+9a}{20}", "\\frac{9a+11}{20}", True),
+    ("\\frac{11+9a}{20}", "\\frac{11}{20}+\\frac{9a}{20}", True),
+    ("x^8 + x^7 + x^6 + x^5 + x^4 + x^3 + x^2 + x + 1", "\\frac{x^9-1}{x-1}", True),
+    ("6r^2-4r-24", "2(3r^2-2r-12)", True),
+    ("6r^2-4r-24", "2(3r^2-2r-11)", False),
+    ("5r^5", "5 r^{5}", True),
+    ("3R^2", "3 R^2", True),
+    ("p - q", "-q + p", True),
+    ("p - q", "q - p", False),
+    ("y = 2x + 3", "y=3+2x", True),
+    ("y = 2x + 3", "y = 2x - 3", False),
+    ("y = -2x", "y=-2x", True),
+    ("5x - 7y + 11z + 4 = 0", "-5x + 7y - 11z - 4 = 0", True),
+    ("5x - 7y + 11z + 4 = 0", "5x - 7y + 11z - 4 = 0", False),
+    ("x=5", "5", True),
+    ("x=5", "x=-5", False),
+    ("\\cot x", "\\frac{\\cos x}{\\sin x}", True),
+    ("\\cot x", "\\tan x", False),
+    ("1 \\pm \\sqrt{19}", "1+\\sqrt{19}, 1-\\sqrt{19}", True),
+    ("1 \\pm \\sqrt{19}", "1+\\sqrt{19}", False),
+    ("3 \\pm 2 \\sqrt{2}", "3 - 2\\sqrt2, 3 + 2\\sqrt2", True),
+    ("\\{1\\pm\\sqrt{5},-2\\}", "-2, 1+\\sqrt{5}, 1-\\sqrt{5}", True),
+    ("\\{1\\pm\\sqrt{5},-2\\}", "-2, 1+\\sqrt{5}", False),
+    ("3, 5, 7", "7, 3, 5", True),
+    ("3, 5, 7", "3, 5, 8", False),
+    ("-2,1", "1, -2", True),
+    ("(2,4)", "(4,2)", False),
+    ("(1,-16,-4,43)", "(1, -16, -4, 43)", True),
+    ("(1,-16,-4,43)", "(1, -16, 4, 43)", False),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\pi/2)", True),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\pi)", False),
+    ("\\left( \\frac{3}{2}, -13 \\right)", "(1.5, -13)", True),
+    ("(-\\infty, 0]", "(-\\infty,0]", True),
+    ("(-\\infty, 0]", "(-\\infty, 0)", False),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "(3, \\infty) \\cup (-\\infty, 2)", True),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "(-\\infty, 2] \\cup (3, \\infty)", False),
+    ("\\left(\\frac{3}{5},\\frac{8}{3}\\right]", "(0.6, 8/3]", True),
+    ("\\left[ \\frac{\\pi^2}{8}, \\frac{5 \\pi^2}{4} \\right]", "[\\pi^2/8, 5\\pi^2/4]", True),
+    ("x \\in [-2,7]", "[-2, 7]", True),
+    ("x \\in [-2,7]", "(-2, 7)", False),
+    ("(-\\sqrt{3}, \\sqrt{3})", "(-\\sqrt3,\\sqrt3)", True),
+    ("\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", "\\begin{bmatrix} -1 & 0 \\\\ 0 & -1 \\end{bmatrix}", True),
+    ("\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & 1 \\end{pmatrix}", False),
+    ("\\begin{pmatrix} 1/5 \\\\ -18/5 \\end{pmatrix}", "\\begin{pmatrix} 0.2 \\\\ -3.6 \\end{pmatrix}", True),
+    ("\\begin{pmatrix} 1/5 \\\\ -18/5 \\end{pmatrix}", "\\begin{pmatrix} -18/5 \\\\ 1/5 \\end{pmatrix}", False),
+    ("-2 + 7i", "7i - 2", True),
+    ("-2 + 7i", "-2 - 7i", False),
+    ("1 - 12i", "1-12i", True),
+    ("10,\\!080", "10080", True),
+    ("10,\\!080", "10,080", True),
+    ("10,\\!080", "10,081", False),
+    ("11,\\! 111,\\! 111,\\! 100", "11111111100", True),
+    ("\\$32,\\!348", "32348", True),
+    ("\\$32,\\!348", "\\$32,\\!349", False),
+    ("\\$18.90", "18.9", True),
+    ("\\$18.90", "\\$18.09", False),
+    (".0000672", "6.72 \\times 10^{-5}", True),
+    (".0000672", "0.0000672", True),
+    (".0000672", "0.000672", False),
+    ("0.15", "\\frac{3}{20}", True),
+    ("0.15", "15\\%", True),
+    ("137 \\frac{1}{2}", "137.5", True),
+    ("137 \\frac{1}{2}", "\\frac{275}{2}", True),
+    ("1\\frac{4}{5}", "1.8", True),
+    ("1\\frac{4}{5}", "\\frac{4}{5}", False),
+    ("106^\\circ", "106", True),
+    ("106^\\circ", "106^{\\circ}", True),
+    ("106^\\circ", "107^\\circ", False),
+    ("\\frac{270}7\\text{ degrees}", "\\frac{270}{7}", True),
+    ("15\\mbox{ cm}^2", "15", True),
+    ("15\\mbox{ cm}^2", "15 \\text{ cm}^2", True),
+    ("5.4 \\text{ cents}", "5.4", True),
+    ("864 \\mbox{ inches}^2", "864", True),
+    ("\\text{Evelyn}", "Evelyn", True),
+    ("\\text{Evelyn}", "\\text{Navin}", False),
+    ("\\text{(C)}", "C", True),
+    ("\\text{(C)}", "(C)", True),
+    ("\\text{(C)}", "\\text{(B)}", False),
+    ("\\text{east}", "East", True),
+    ("204_5", "204_{5}", True),
+    ("204_5", "205_5", False),
+    ("2516_8", "2516_{8}", True),
+]
+
+
+@dataclass
+class Case:
+    """One labelled check: a response, the gold answer, the label, and where it came from."""
+
+    dataset: str
+    rule: str
+    gold: str
+    response: str
+    equivalent: bool
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a .jsonl.gz file (each line a JSON object)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def build_cases(math_limit: int, gsm8k_limit: int) -> list[Case]:
+    """The labelled set: MATH500 rule rewrites, hand-written rewrites, GSM8K solution endings."""
+    cases: list[Case] = []
+    math_rows = read_jsonl(DATA / "math500-test.jsonl.gz")[:math_limit]
+    golds = tuple(row["answer"] for row in math_rows)
+    for row in math_rows:
+        for variant in variants(row["answer"], golds):
+            response = respond(variant.answer, len(cases), TEMPLATES)
+            cases.append(Case("math500", variant.rule, row["answer"], response, variant.equivalent))
+    for gold, answer, label in HAND:
+        cases.append(Case("math500-hand", "hand", gold, respond(answer, len(cases), TEMPLATES), label))
+    for row in read_jsonl(DATA / "gsm8k-test.jsonl.gz")[:gsm8k_limit]:
+        gold = gsm8k_gold(row["answer"])
+        for response, label, rule in gsm8k_responses(row["answer"]):
+            cases.append(Case("gsm8k", rule, gold, response, label))
+    return cases
+
+
+def _progress(quiet: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), disable=quiet)
+
+
+def _clear_rewardlab_caches() -> None:
+    for cached in (math_reward._compare, _math_parse._parse_answer, _math_parse._normalize, _math_parse._canonical):
+        cached.cache_clear()
+
+
+def run_rewardlab(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
+    """Verdicts of `rewardlab.load("math")` and the seconds it took (cold caches, one warm-up batch first)."""
+    reward = rewardlab.load("math")
+    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
+    reward.score(samples[:20])  # warm-up: imports and regex compilation, same as math-verify gets
+    _clear_rewardlab_caches()
+    verdicts: list[bool] = []
+    batch = 256
+    with _progress(quiet) as progress:
+        task = progress.add_task("rewardlab math", total=len(samples))
+        start = time.perf_counter()
+        for i in range(0, len(samples), batch):
+            scores = reward.score(samples[i : i + batch])
+            verdicts.extend(s.value == 1.0 for s in scores)
+            progress.advance(task, len(scores))
+        elapsed = time.perf_counter() - start
+    return verdicts, elapsed
+
+
+def run_math_verify(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
+    """Verdicts of math-verify (`verify(parse(gold), parse(response))`, defaults) and the seconds it took."""
+    from math_verify import parse, verify
+
+    for case in cases[:20]:  # same warm-up
+        verify(parse("\\boxed{" + case.gold + "}"), parse(case.response))
+    gold_cache: dict[str, Any] = {}
+    verdicts: list[bool] = []
+    with _progress(quiet) as progress:
+        task = progress.add_task("math-verify", total=len(cases))
+        start = time.perf_counter()
+        for case in cases:
+            gold = gold_cache.get(case.gold)
+            if gold is None:
+                gold = gold_cache[case.gold] = parse("\\boxed{" + case.gold + "}")
+            try:
+                verdicts.append(bool(verify(gold, parse(case.response))))
+            except Exception:
+                verdicts.append(False)
+            progress.advance(task)
+        elapsed = time.perf_counter() - start
+    return verdicts, elapsed
+
+
+def accuracy(verdicts: list[bool], cases: list[Case], keep: Any = None) -> dict[str, Any]:
+    """Share of cases where the verdict equals the label (optionally only cases where `keep(case)`)."""
+    pairs = [(v, c) for v, c in zip(verdicts, cases, strict=True) if keep is None or keep(c)]
+    if not pairs:
+        return {"n": 0, "accuracy": None}
+    right = sum(v == c.equivalent for v, c in pairs)
+    false_neg = sum(c.equivalent and not v for v, c in pairs)
+    false_pos = sum(v and not c.equivalent for v, c in pairs)
+    return {"n": len(pairs), "accuracy": right / len(pairs), "false_negatives": false_neg,
+            "false_positives": false_pos}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the labelled set, run both checkers, write JSON, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--math-limit", type=int, default=500, help="MATH500 gold answers to use (500)")
+    parser.add_argument("--gsm8k-limit", type=int, default=400, help="GSM8K test problems to use (400)")
+    parser.add_argument("--output", type=Path, default=RESULT, help=f"JSON result file ({RESULT.name})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--show-disagreements", type=int, default=0, metavar="N",
+                        help="print up to N cases where a checker is wrong")
+    args = parser.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"error: real data folder {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
+        return 1
+    cases = build_cases(args.math_limit, args.gsm8k_limit)
+    ours, our_seconds = run_rewardlab(cases, args.quiet)
+    theirs, their_seconds = run_math_verify(cases, args.quiet)
+
+    datasets = {"all": None, "math500 (rules)": lambda c: c.dataset == "math500",
+                "math500 (hand)": lambda c: c.dataset == "math500-hand",
+                "math500 (all)": lambda c: c.dataset.startswith("math500"),
+                "gsm8k": lambda c: c.dataset == "gsm8k"}
+    rules = sorted({(c.dataset.split("-")[0], c.rule) for c in cases})
+    result: dict[str, Any] = {
+        "benchmark": "math_verify_compare",
+        "command": "python benchmarks/math_verify_compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "processor": platform.processor() or platform.machine()},
+        "cases": len(cases),
+        "labels": dict(collections.Counter("equivalent" if c.equivalent else "not equivalent" for c in cases)),
+        "checkers": {
+            "rewardlab": {"seconds": our_seconds, "checks_per_second": len(cases) / our_seconds,
+                          "accuracy": {k: accuracy(ours, cases, f) for k, f in datasets.items()}},
+            "math-verify": {"seconds": their_seconds, "checks_per_second": len(cases) / their_seconds,
+                            "accuracy": {k: accuracy(theirs, cases, f) for k, f in datasets.items()}},
+        },
+        "speedup": their_seconds / our_seconds,
+        "checker_agreement": sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(cases),
+        "by_rule": {
+            f"{ds}/{rule}": {
+                "n": accuracy(ours, cases, lambda c, d=ds, r=rule: c.dataset.split("-")[0] == d and c.rule == r)["n"],
+                "rewardlab": accuracy(ours, cases, lambda c, d=ds, r=rule: c.dataset.split("-")[0] == d
+                                      and c.rule == r)["accuracy"],
+                "math-verify": accuracy(theirs, cases, lambda c, d=ds, r=rule: c.dataset.split("-")[0] == d
+                                        and c.rule == r)["accuracy"],
+            }
+            for ds, rule in rules
+        },
+        "rewardlab_errors": [
+            {"gold": c.gold, "response": c.response, "label": c.equivalent, "rule": c.rule}
+            for v, c in zip(ours, cases, strict=True) if v != c.equivalent
+        ],
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    console = Console()
+    table = Table(title=f"math final-answer checking: {len(cases)} labelled (response, gold) pairs from real data")
+    table.add_column("checker")
+    for name in datasets:
+        table.add_column(f"accuracy {name}", justify="right")
+    table.add_column("checks/s", justify="right")
+    for name in ("rewardlab", "math-verify"):
+        entry = result["checkers"][name]
+        cells = [f"{entry['accuracy'][k]['accuracy']:.4f}" for k in datasets]
+        table.add_row(name, *cells, f"{entry['checks_per_second']:,.0f}")
+    console.print(table)
+    console.print(f"speed-up {result['speedup']:.1f}x; the two checkers agree on {result['checker_agreement']:.4f}"
+                  f" of cases; n per column: " + ", ".join(
+                      f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
+    rule_table = Table(title="accuracy by rewrite rule")
+    for column in ("rule", "n", "rewardlab", "math-verify"):
+        rule_table.add_column(column, justify="left" if column == "rule" else "right")
+    for key, entry in result["by_rule"].items():
+        rule_table.add_row(key, str(entry["n"]), f"{entry['rewardlab']:.3f}", f"{entry['math-verify']:.3f}")
+    console.print(rule_table)
+    shown = 0
+    for v, w, c in zip(ours, theirs, cases, strict=True):
+        if shown < args.show_disagreements and (v != c.equivalent or w != c.equivalent):
+            console.print(f"label={c.equivalent} rewardlab={v} math-verify={w} rule={c.rule} gold={c.gold!r} "
+                          f"response={c.response[-80:]!r}", markup=False, highlight=False)
+            shown += 1
+    console.print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
