@@ -118,6 +118,7 @@ class Isolation:
     mount_namespace: bool
     unshare: str | None = None
     notes: tuple[str, ...] = ()
+    user_namespace: bool = False
 
     @property
     def network(self) -> str:
@@ -127,7 +128,8 @@ class Isolation:
     def mechanisms(self) -> list[str]:
         """Names of the mechanisms in force, for `Score.info` and reports."""
         names = ["rlimits", "process_group"]
-        names += [n for n in ("uid", "pid_namespace", "net_namespace", "mount_namespace") if getattr(self, n)]
+        names += [n for n in ("uid", "user_namespace", "pid_namespace", "net_namespace", "mount_namespace")
+                  if getattr(self, n)]
         if not self.net_namespace:
             names.append("socket_guard")
         return names
@@ -359,7 +361,9 @@ class Sandbox:
         attempts = [(True, True, True), (True, True, False), (True, False, False), (False, True, False)]
         failures: list[str] = []
         for pid_ns, net_ns, mount_ns in attempts:
-            candidate = Isolation(self.drop_privileges, pid_ns, net_ns, mount_ns, unshare)
+            # without root, namespaces need a user namespace (unprivileged user namespaces, where allowed)
+            candidate = Isolation(self.drop_privileges, pid_ns, net_ns, mount_ns, unshare,
+                                  user_namespace=not self.drop_privileges and os.geteuid() != 0)
             probe = self._execute([true_bin], {}, b"", candidate, self.limits)
             if probe.returncode == 0 and probe.sandbox_error is None:
                 if failures:
@@ -437,6 +441,9 @@ class Sandbox:
         ]
         if uid is not None:
             rlimits.append(("RLIMIT_NPROC", limits.max_processes, limits.max_processes))
+        elif os.geteuid() != 0:  # counts every process of this user: allow what already runs plus the budget
+            allowed = len(processes_of(os.getuid())) + limits.max_processes
+            rlimits.append(("RLIMIT_NPROC", allowed, allowed))
         return rlimits
 
     def _execute(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
@@ -480,6 +487,8 @@ class Sandbox:
         command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, config_path]
         if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
             prefix = [isolation.unshare or "unshare"]
+            if isolation.user_namespace:
+                prefix += ["--user", "--map-root-user"]
             if isolation.pid_namespace:
                 prefix += ["--pid", "--fork", "--kill-child"]
             if isolation.net_namespace:
