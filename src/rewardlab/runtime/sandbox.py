@@ -200,7 +200,7 @@ class Execution:
 # setresgid, setresuid, execve) and waits for it; its exit then tears down the PID namespace. It reports the
 # program's wait status and rusage on a pipe the program never holds.
 _INIT_SOURCE = r'''
-import marshal, os, resource, sys
+import marshal, os, resource, signal, sys
 with open(sys.argv[1], "rb") as handle:
     config = marshal.load(handle)
 status_fd = config["status_fd"]
@@ -231,25 +231,45 @@ for name, data in payload.items():
 if uid is not None:
     os.chown(workdir, uid, uid)
 os.chdir(workdir)
-pid = os.fork()
-if pid == 0:
-    try:
-        for name, soft, hard in config["rlimits"]:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-        os.execve(config["argv"][0], config["argv"], config["env"])
-    except BaseException as error:
-        os.write(2, ("sandbox: cannot start %r: %s\n" % (config["argv"][0], error)).encode())
-    os._exit(126)
-while True:
-    try:
-        _, status, usage = os.wait4(pid, 0)
-        break
-    except InterruptedError:
-        continue
+lifeline = config["lifeline_fd"]
+os.set_inheritable(lifeline, False)
+done = []
+class ChildExited(Exception):
+    pass
+def on_child(signum, frame):
+    if not pid:
+        return
+    if not done:
+        found, status, usage = os.wait4(pid, os.WNOHANG)
+        if found:
+            done.append((status, usage))
+    if done:
+        raise ChildExited()
+pid = 0
+signal.signal(signal.SIGCHLD, on_child)
+try:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for name, soft, hard in config["rlimits"]:
+                resource.setrlimit(getattr(resource, name), (soft, hard))
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+            os.execve(config["argv"][0], config["argv"], config["env"])
+        except BaseException as error:
+            os.write(2, ("sandbox: cannot start %r: %s\n" % (config["argv"][0], error)).encode())
+        os._exit(126)
+    on_child(0, None)
+    while True:
+        if not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
+            os.kill(pid, signal.SIGKILL)
+            os._exit(124)
+except ChildExited:
+    pass
+status, usage = done[0]
 report = "%d %r %d" % (status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
 os.write(status_fd, report.encode())
 os._exit(0)
@@ -471,12 +491,13 @@ class Sandbox:
             os.chmod(hostdir, 0o711)  # the sandbox user may enter hostdir/work (owned by it), nothing else
         status_r, status_w = os.pipe()
         channel_r, channel_w = os.pipe()
+        lifeline_r, lifeline_w = os.pipe()  # the init exits when this closes (the scorer died)
         env = {"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
                "REWARDLAB_CHANNEL_FD": str(channel_w),
                "REWARDLAB_SOCKET_GUARD": "0" if isolation.net_namespace else "1"}
         config = {
-            "status_fd": status_w, "files": sorted(files), "payload_dir": payload_dir, "uid": uid,
+            "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir, "uid": uid,
             "mount_namespace": isolation.mount_namespace,
             "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB]],
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
@@ -499,26 +520,28 @@ class Sandbox:
         try:
             process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(status_w, channel_w), start_new_session=True, cwd="/", env={"PATH": _SAFE_PATH},
+                pass_fds=(status_w, channel_w, lifeline_r), start_new_session=True, cwd="/", env={"PATH": _SAFE_PATH},
             )
         except OSError as error:
-            for fd in (status_r, status_w, channel_r, channel_w):
+            for fd in (status_r, status_w, channel_r, channel_w, lifeline_r, lifeline_w):
                 os.close(fd)
             return Execution(None, None, b"", b"", b"", time.monotonic() - started,
                              sandbox_error=f"cannot start {command[0]}: {error}",
                              isolation=isolation.mechanisms(), limits=limits)
         os.close(status_w)
         os.close(channel_w)
+        os.close(lifeline_r)
         try:
             result = self._supervise(process, stdin, status_r, channel_r, limits, uid, isolation, started)
         finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            if process.returncode is None:  # never signal a group id that may have been reused
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
             if uid is not None and not isolation.pid_namespace:
                 _kill_uid(uid)
                 _remove_files_of(uid)
-            for fd in (status_r, channel_r):
+            for fd in (status_r, channel_r, lifeline_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
         return result
