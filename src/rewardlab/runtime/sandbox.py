@@ -497,7 +497,8 @@ class Sandbox:
                "REWARDLAB_CHANNEL_FD": str(channel_w),
                "REWARDLAB_SOCKET_GUARD": "0" if isolation.net_namespace else "1"}
         config = {
-            "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir, "uid": uid,
+            "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir,
+            "uid": uid,
             "mount_namespace": isolation.mount_namespace,
             "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB]],
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
