@@ -298,6 +298,29 @@ def test_attack_printing_a_gigabyte_is_cut_at_the_output_limit(code: CodeExecuti
     assert run.output_exceeded and len(run.stdout) <= run.limits.output_bytes
 
 
+def test_a_scorer_that_dies_takes_its_running_programs_with_it(tmp_path: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.{os.getpid() + 3}"
+    scorer = tmp_path / "scorer.py"
+    scorer.write_text(
+        "from rewardlab.runtime.sandbox import PYTHON, Limits, Sandbox\n"
+        f"Sandbox(Limits(wall_seconds=60)).run_program(PYTHON, \"import os\\nos.execv('/bin/sleep', "
+        f"['sleep', '{marker}'])\")\n"
+    )
+    process = subprocess.Popen([sys.executable, str(scorer)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 10
+        while not marker_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker_processes(marker), "the sandboxed program never started"
+    finally:
+        process.kill()  # SIGKILL: the scorer gets no chance to clean up
+        process.wait()
+    deadline = time.monotonic() + 5
+    while marker_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker_processes(marker) == []
+
+
 # --- fallbacks: no namespaces ----------------------------------------------------------------------------------
 
 
