@@ -190,13 +190,67 @@ def _plain_prompt_text(messages: list[Message], pair: bool) -> str:
     return render_plain_prompt(messages) + ASSISTANT_PREFIX.rstrip()
 
 
-def _prompt_ids(tokenizer: Any, messages: list[Message], chat: bool, pair: bool) -> list[int]:
-    """Token ids of the prompt alone (for re-rendering after dropping turns)."""
-    if chat:
-        ids = _ids(tokenizer, _chat_prefix_text(tokenizer, messages))
-        bos = getattr(tokenizer, "bos_token_id", None)
-        return ids[1:] if bos is not None and ids and ids[0] == bos else ids
-    return _ids(tokenizer, _plain_prompt_text(messages, pair))
+def _prompt_text(tokenizer: Any, messages: list[Message], chat: bool, pair: bool) -> str:
+    """The prompt alone as the template renders it (for re-rendering after dropping turns)."""
+    return _chat_prefix_text(tokenizer, messages) if chat else _plain_prompt_text(messages, pair)
+
+
+class _PromptCache:
+    """Token ids of a prompt and of its shorter versions (oldest turns dropped), each tokenized at most once.
+
+    `encode_pair` shares one cache between the chosen and the rejected response; the shortest version that fits
+    is found by binary search over the number of turns dropped (dropping a turn never lengthens the prompt), so a
+    long conversation costs O(log turns) tokenizer calls.
+    """
+
+    def __init__(self, tokenizer: Any, messages: list[Message], chat: bool, pair: bool) -> None:
+        self.tokenizer, self.messages, self.chat, self.pair = tokenizer, messages, chat, pair
+        self._ids: dict[int, list[int]] = {}
+        self._versions: list[list[Message]] | None = None
+
+    def _tokenize(self, messages: list[Message]) -> list[int]:
+        ids = _ids(self.tokenizer, _prompt_text(self.tokenizer, messages, self.chat, self.pair))
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        return ids[1:] if self.chat and bos is not None and ids and ids[0] == bos else ids
+
+    def full(self) -> list[int]:
+        """Ids of the whole prompt (without a chat template's leading BOS)."""
+        if -1 not in self._ids:
+            self._ids[-1] = self._tokenize(self.messages)
+        return self._ids[-1]
+
+    def versions(self) -> list[list[Message]]:
+        """The successively shorter prompts, oldest turns dropped first (the whole prompt not included)."""
+        if self._versions is None:
+            self._versions = []
+            kept = self.messages
+            while len(kept) > 1:
+                shorter = _drop_oldest_turn(kept)
+                if len(shorter) == len(kept):
+                    break
+                self._versions.append(shorter)
+                kept = shorter
+        return self._versions
+
+    def version_ids(self, index: int) -> list[int]:
+        """Ids of `versions()[index]`."""
+        if index not in self._ids:
+            self._ids[index] = self._tokenize(self.versions()[index])
+        return self._ids[index]
+
+    def fit(self, budget: int) -> tuple[int, list[int]]:
+        """(turns dropped, ids) of the longest shorter version within `budget`, else of the shortest version."""
+        versions = self.versions()
+        if not versions:
+            return 0, self.full()
+        low, high = 0, len(versions) - 1
+        while low < high:  # first index whose prompt fits
+            middle = (low + high) // 2
+            if len(self.version_ids(middle)) <= budget:
+                high = middle
+            else:
+                low = middle + 1
+        return len(self.messages) - len(versions[low]), self.version_ids(low)
 
 
 def _drop_oldest_turn(messages: list[Message]) -> list[Message]:
@@ -222,6 +276,13 @@ def encode_sample(
     truncation: str = "prompt_left",
 ) -> EncodedSample:
     """Token ids of (prompt, response) for a reward model, at most `max_length` long, with what was cut counted."""
+    return _encode(tokenizer, prompt, response, max_length=max_length, truncation=truncation, cache=None)
+
+
+def _encode(
+    tokenizer: Any, prompt: Prompt, response: str, *, max_length: int, truncation: str, cache: _PromptCache | None
+) -> EncodedSample:
+    """`encode_sample`, reusing the prompt's token ids from `cache` when it is given (one per prompt)."""
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
     if truncation not in TRUNCATION_POLICIES:
@@ -231,18 +292,20 @@ def encode_sample(
     messages = prompt_messages(prompt)
     chat = has_chat_template(tokenizer)
     pair = not chat and is_pair_encoder(tokenizer)
+    if cache is None:
+        cache = _PromptCache(tokenizer, messages, chat, pair)
     if chat:
         parts, _ = _chat_parts(tokenizer, messages, response)
     elif pair:
         layout = _special_layout(tokenizer, pair=True)
         parts = _Parts(
-            list(layout.head), _prompt_ids(tokenizer, messages, False, True), list(layout.middle),
+            list(layout.head), cache.full(), list(layout.middle),
             _ids(tokenizer, response), list(layout.tail), layout.type_a, layout.type_b,
         )
     else:
         layout = _special_layout(tokenizer, pair=False)
         parts = _Parts(
-            list(layout.head), _prompt_ids(tokenizer, messages, False, False), [],
+            list(layout.head), cache.full(), [],
             _ids(tokenizer, " " + response if response else ""), list(layout.tail),
         )
     n_prompt, n_response = len(parts.prompt), len(parts.response)
@@ -257,14 +320,8 @@ def encode_sample(
             response_ids, prompt_ids, turns_dropped = response_ids[:budget], [], len(messages)
         else:
             prompt_budget = budget - n_response
-            kept = messages
-            while len(prompt_ids) > prompt_budget and prompt_budget > 0 and len(kept) > 1:
-                shorter = _drop_oldest_turn(kept)
-                if len(shorter) == len(kept):
-                    break
-                kept = shorter
-                prompt_ids = _prompt_ids(tokenizer, kept, chat, pair)
-            turns_dropped = len(messages) - len(kept)
+            if prompt_budget > 0:
+                turns_dropped, prompt_ids = cache.fit(prompt_budget)
             if len(prompt_ids) > prompt_budget:
                 prompt_ids = prompt_ids[len(prompt_ids) - prompt_budget :] if prompt_budget > 0 else []
                 if not prompt_ids:
@@ -303,8 +360,11 @@ def encode_pair(
     truncation: str = "prompt_left",
 ) -> tuple[EncodedSample, EncodedSample]:
     """The chosen and the rejected response of `pair`, each encoded with `encode_sample`."""
-    chosen = encode_sample(tokenizer, pair.prompt, pair.chosen, max_length=max_length, truncation=truncation)
-    rejected = encode_sample(tokenizer, pair.prompt, pair.rejected, max_length=max_length, truncation=truncation)
+    chat = has_chat_template(tokenizer)
+    cache = _PromptCache(tokenizer, prompt_messages(pair.prompt), chat, not chat and is_pair_encoder(tokenizer))
+    chosen = _encode(tokenizer, pair.prompt, pair.chosen, max_length=max_length, truncation=truncation, cache=cache)
+    rejected = _encode(tokenizer, pair.prompt, pair.rejected, max_length=max_length, truncation=truncation,
+                       cache=cache)
     return chosen, rejected
 
 
