@@ -175,6 +175,18 @@ def test_sandbox_argument_errors_name_the_input() -> None:
         Sandbox().run(["/bin/true"], files={"../escape": b""})
 
 
+def test_other_languages_run_io_tests_without_the_python_harness() -> None:
+    bash = CodeExecution(language="bash", **FAST)  # type: ignore[arg-type]
+    adder = Sample(response="Sure:\n```bash\nread a b\necho $((a + b))\n```",
+                   reference={"io": [{"stdin": "2 3", "stdout": "5"}, {"stdin": "1 1", "stdout": "3"}]})
+    asserts = Sample(response="echo 1", reference={"tests": ["assert True"]})
+    scores = bash.score([adder, asserts])
+    assert scores[0].value == 0.5 and scores[0].info["language"] == "bash"
+    assert scores[1].error is not None and "Python harness" in scores[1].error
+    with pytest.raises(ValueError, match="language must be one of"):
+        CodeExecution(language="cobol")
+
+
 # --- the attack suite: each attack is contained and reported clearly ------------------------------------------
 
 

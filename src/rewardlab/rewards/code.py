@@ -26,6 +26,7 @@ from rewardlab.runtime.sandbox import (
     LANGUAGES,
     MEMORY_LIMIT,
     PROCESS_LIMIT,
+    PYTHON,
     Execution,
     Limits,
     MiB,
@@ -34,7 +35,7 @@ from rewardlab.runtime.sandbox import (
 )
 from rewardlab.types import Reward, Sample, Score
 
-_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_FENCE = r"```[ \t]*(?:{tags})[ \t]*\r?\n(.*?)```"
 
 # Runs inside the sandbox (any Python >= 3.8): loads the program, runs it, runs each test statement in its
 # namespace, and reports one JSON line per event on the channel fd. A program-level failure is classified:
@@ -114,9 +115,10 @@ sys.stdout.flush()
 _LIMIT_ERRORS = {"memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT, "file_size": FILE_SIZE_LIMIT}
 
 
-def extract_program(response: str) -> str:
-    """The last ```python (or ```py) fenced block of `response`, or the whole response when there is none."""
-    blocks = _PYTHON_BLOCK.findall(response)
+def extract_program(response: str, tags: Sequence[str] = PYTHON.fence_tags) -> str:
+    """The last fenced block tagged with one of `tags` (```python, ```py, ...), or the whole response if none."""
+    pattern = re.compile(_FENCE.format(tags="|".join(map(re.escape, tags))), re.DOTALL | re.IGNORECASE)
+    blocks = pattern.findall(response)
     return str(blocks[-1]) if blocks else response
 
 
@@ -228,8 +230,8 @@ class CodeExecution(Reward):
         extract: bool = True,
         limit_errors: bool = True,
     ) -> None:
-        if language not in LANGUAGES or language != "python":
-            raise ValueError(f"code: language must be 'python' (the test harness is Python), got {language!r}")
+        if language not in LANGUAGES:
+            raise ValueError(f"code: language must be one of {sorted(LANGUAGES)}, got {language!r}")
         self.language = language
         self.all_or_nothing = all_or_nothing
         self.extract = extract
@@ -276,7 +278,10 @@ class CodeExecution(Reward):
         if not isinstance(sample.response, str):
             raise TypeError(f"code: Sample.response must be a string, got {type(sample.response).__name__}")
         tests = parse_tests(sample.reference)
-        program = extract_program(sample.response) if self.extract else sample.response
+        if tests.mode == "tests" and self.language != "python":
+            raise ValueError(f"code: assert-style 'tests' need the Python harness; give {self.language} 'io' tests")
+        language = LANGUAGES[self.language]
+        program = extract_program(sample.response, language.fence_tags) if self.extract else sample.response
         return program, tests
 
     def _jobs(self, program: str, tests: CodeTests) -> list[Callable[[], Execution]]:
@@ -284,10 +289,13 @@ class CodeExecution(Reward):
         if tests.mode == "tests":
             config = marshal.dumps({"tests": list(tests.statements)}, 2)
             files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": config}
-            argv = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
-            return [lambda: sandbox.run_program(language, program, files=files, argv=argv)]
-        files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": marshal.dumps({"tests": []}, 2)}
-        argv = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
+            command = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
+            return [lambda: sandbox.run_program(language, program, files=files, argv=command)]
+        if self.language == "python":
+            files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": marshal.dumps({"tests": []}, 2)}
+            argv: list[str] | None = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
+        else:  # other languages run as they are: io tests need no harness
+            files, argv = {}, None
 
         def case(stdin: str) -> Callable[[], Execution]:
             data = stdin.encode("utf-8", "surrogatepass")

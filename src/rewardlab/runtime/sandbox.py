@@ -15,8 +15,9 @@ run time (`Sandbox.isolation`) and reported, never assumed:
   daemon cannot outlive the run.
 - `net_namespace` (via `unshare --net`): no network interface but a downed loopback. Without it, Python
   programs get a Python-level socket guard (`socket_guard`), which a determined program can bypass.
-- `mount_namespace` (via `unshare --mount`): private, size-limited tmpfs on /tmp, /var/tmp and /dev/shm and the
-  working directory inside it, so nothing the program writes survives the run.
+- `mount_namespace` (via `unshare --mount`): private, size-limited tmpfs on /tmp, /var/tmp, /dev/shm and /run/lock
+  (the world-writable directories of a Debian system), the working directory inside it, so nothing the program
+  writes survives the run.
 
 Languages are data (`Language`): the files a program needs and the command line that runs it.
 """
@@ -53,7 +54,7 @@ FILE_SIZE_LIMIT = "file size limit exceeded"
 PROCESS_LIMIT = "process limit exceeded"
 SANDBOX_FAILURE = "sandbox failure"
 
-_WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+_WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DRAIN_AFTER_EXIT_S = 0.5
 
@@ -93,14 +94,16 @@ class Language:
     """How to run a program in one language: the file its source goes to and the command line.
 
     `command` may use `{source}` (the source file name) and `{interpreter}` (`interpreter`, resolved to a binary
-    the sandbox user can execute). Other languages are added as new `Language` values, e.g. a shell script:
-    `Language("bash", "main.sh", ("/bin/bash", "{source}"))`.
+    the sandbox user can execute); `fence_tags` are the Markdown fence tags a response marks such code with.
+    Other languages are added as new `Language` values, e.g. a shell script:
+    `Language("bash", "main.sh", ("/bin/bash", "{source}"), fence_tags=("bash", "sh"))`.
     """
 
     name: str
     source_file: str
     command: tuple[str, ...]
     interpreter: str | None = None
+    fence_tags: tuple[str, ...] = ()
 
     def argv(self, *, interpreter: str | None = None, source_file: str | None = None) -> list[str]:
         """The command line with `{source}` and `{interpreter}` filled in."""
@@ -300,8 +303,9 @@ def python_interpreter_for_sandbox(*, need_others: bool) -> str:
     )
 
 
-PYTHON = Language("python", "program.py", ("{interpreter}", "-I", "{source}"), interpreter="python3")
-BASH = Language("bash", "main.sh", ("/bin/bash", "{source}"))
+PYTHON = Language("python", "program.py", ("{interpreter}", "-I", "{source}"), interpreter="python3",
+                  fence_tags=("python", "python3", "py"))
+BASH = Language("bash", "main.sh", ("/bin/bash", "{source}"), fence_tags=("bash", "sh", "shell"))
 LANGUAGES: dict[str, Language] = {"python": PYTHON, "bash": BASH}
 
 
@@ -500,7 +504,8 @@ class Sandbox:
             "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir,
             "uid": uid,
             "mount_namespace": isolation.mount_namespace,
-            "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB]],
+            "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB],
+                      ["/run/lock", 1 * MiB]],
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
         }
         config_path = os.path.join(payload_dir, ".init")  # root-only directory; not copied to the workdir
