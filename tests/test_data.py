@@ -314,5 +314,6 @@ def test_cli_data_inspect_real_hh_with_minilm(shared_data: Path) -> None:
     report = json.loads(result.stdout)
     assert report["pairs"] == 1798 and report["loader"]["excluded"] == {"prompt_mismatch": [1255, 1689]}
     assert report["max_length"] == 256 and report["template"] == "rewardlab-plain-v1-pair"
-    assert report["counts"]["over_length"] > 0
-    assert report["token_lengths"]["max"] > 256
+    assert report["examples"]["empty_chosen"] == [87, 517, 926, 1104]  # the data's own empty chosen responses
+    assert 0 < report["counts"]["response_truncated"] < report["counts"]["over_length"] < report["pairs"]
+    assert report["token_lengths"]["max"] > 256 and report["response_tokens_dropped"] > 0
