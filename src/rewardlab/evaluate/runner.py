@@ -275,7 +275,8 @@ def _jsonable(value: Any) -> Any:
 
 def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
     """What identifies a reward: its spec, class, name, and any model/tokenizer hashes it exposes
-    (`metadata` dict entries whose key contains "hash", `model_hash`/`tokenizer_hash` attributes, `fingerprint()`)."""
+    (`metadata` dict entries whose key contains "hash", `model_hash`/`tokenizer_hash` attributes, `fingerprint()`),
+    and for a reward with a model folder (`path`) the SHA-256 of its weight files."""
     out: dict[str, Any] = {
         "spec": _jsonable(spec) if not isinstance(spec, Reward) else repr(spec),
         "name": reward.name,
@@ -294,6 +295,16 @@ def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
         value = getattr(reward, attr, None)
         if isinstance(value, str):
             hashes[attr] = value
+    folder = getattr(reward, "path", None)
+    if isinstance(folder, str) and Path(folder).is_dir():
+        weights = sorted(p for p in Path(folder).iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+        if weights:
+            digest = hashlib.sha256()
+            for weight_file in weights:
+                digest.update(weight_file.name.encode())
+                digest.update(_file_sha256(weight_file).encode())
+            hashes["model_hash"] = digest.hexdigest()
+            out["model_path"] = folder
     fingerprint = getattr(reward, "fingerprint", None)
     if callable(fingerprint):
         try:
