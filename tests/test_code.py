@@ -166,6 +166,15 @@ def test_this_machine_runs_programs_as_another_uid_in_pid_net_and_mount_namespac
     assert int(uid) >= 1_000_000 and groups == "[]" and pid == "2" and cwd.strip() == "/tmp/sandbox"
 
 
+def test_programs_see_a_fixed_hash_seed_and_a_minimal_environment() -> None:
+    sandbox = Sandbox(Limits(wall_seconds=5))
+    program = "import os\nprint(hash('abc'), sorted(os.environ))"
+    first, second = (sandbox.run_program(PYTHON, program).stdout for _ in range(2))
+    assert first == second and first
+    names = first.decode().split(" ", 1)[1]
+    assert "PYTHONHASHSEED" in names and "SSH_AUTH_SOCK" not in names and "VIRTUAL_ENV" not in names
+
+
 def test_sandbox_argument_errors_name_the_input() -> None:
     with pytest.raises(ValueError, match="namespaces"):
         Sandbox(namespaces="maybe")  # type: ignore[arg-type]

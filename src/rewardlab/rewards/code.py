@@ -289,17 +289,16 @@ class CodeExecution(Reward):
         if tests.mode == "tests":
             config = marshal.dumps({"tests": list(tests.statements)}, 2)
             files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": config}
-            command = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
-            return [lambda: sandbox.run_program(language, program, files=files, argv=command)]
+            return [lambda: sandbox.run_program(language, program, files=files, script="harness.py")]
         if self.language == "python":
             files = {"harness.py": _HARNESS_SOURCE.encode(), "harness.marshal": marshal.dumps({"tests": []}, 2)}
-            argv: list[str] | None = [sandbox.interpreter(language) or "python3", "-I", "harness.py"]
+            script: str | None = "harness.py"
         else:  # other languages run as they are: io tests need no harness
-            files, argv = {}, None
+            files, script = {}, None
 
         def case(stdin: str) -> Callable[[], Execution]:
             data = stdin.encode("utf-8", "surrogatepass")
-            return lambda: sandbox.run_program(language, program, files=files, argv=argv, stdin=data)
+            return lambda: sandbox.run_program(language, program, files=files, stdin=data, script=script)
 
         return [case(stdin) for stdin, _ in tests.io]
 

@@ -248,11 +248,40 @@ def on_child(signum, frame):
             done.append((status, usage))
     if done:
         raise ChildExited()
+def run_python(script):
+    """Run `script` as __main__ in this (forked, unprivileged) interpreter: no second interpreter start-up."""
+    os.close(status_fd)
+    os.close(lifeline)
+    os.environ.clear()
+    os.environ.update(config["env"])
+    import types
+    module = types.ModuleType("__main__")
+    module.__file__ = script
+    module.__builtins__ = __builtins__
+    sys.modules["__main__"] = module
+    sys.argv = [script]
+    sys.path[0] = os.getcwd()
+    import site  # started with -S (no .pth files run): put the site-packages directories on the path ourselves
+    for directory in site.getsitepackages():
+        if os.path.isdir(directory) and directory not in sys.path:
+            sys.path.append(directory)
+    try:
+        with open(script, "rb") as handle:
+            code = compile(handle.read(), script, "exec")
+        exec(code, module.__dict__)
+    except SystemExit:
+        raise
+    except BaseException:
+        kind, value, trace = sys.exc_info()
+        sys.excepthook(kind, value, trace.tb_next if trace is not None else None)
+        raise SystemExit(1)
+    raise SystemExit(0)
 pid = 0
 signal.signal(signal.SIGCHLD, on_child)
 try:
     pid = os.fork()
     if pid == 0:
+        script = config["python_script"]
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for name, soft, hard in config["rlimits"]:
@@ -261,10 +290,12 @@ try:
                 os.setgroups([])
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
-            os.execve(config["argv"][0], config["argv"], config["env"])
+            if script is None:
+                os.execve(config["argv"][0], config["argv"], config["env"])
         except BaseException as error:
             os.write(2, ("sandbox: cannot start %r: %s\n" % (config["argv"][0], error)).encode())
-        os._exit(126)
+            os._exit(126)
+        run_python(script)
     on_child(0, None)
     while True:
         if not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
@@ -303,7 +334,7 @@ def python_interpreter_for_sandbox(*, need_others: bool) -> str:
     )
 
 
-PYTHON = Language("python", "program.py", ("{interpreter}", "-I", "{source}"), interpreter="python3",
+PYTHON = Language("python", "program.py", ("{interpreter}", "-s", "{source}"), interpreter="python3",
                   fence_tags=("python", "python3", "py"))
 BASH = Language("bash", "main.sh", ("/bin/bash", "{source}"), fence_tags=("bash", "sh", "shell"))
 LANGUAGES: dict[str, Language] = {"python": PYTHON, "bash": BASH}
@@ -422,12 +453,32 @@ class Sandbox:
         stdin: bytes = b"",
         argv: Sequence[str] | None = None,
         limits: Limits | None = None,
+        script: str | None = None,
     ) -> Execution:
-        """Run `source` as a program in `language` (extra `files` beside it; `argv` overrides the command)."""
+        """Run `source` as a program in `language` (extra `files` beside it; `argv` overrides the command).
+
+        Python programs run in the sandbox's init interpreter after it forks and drops privileges (one interpreter
+        start-up per run instead of two); `script` names another file of `files` to run instead of the source
+        (a harness that loads the program).
+        """
         payload = dict(files or {})
         payload[language.source_file] = source.encode("utf-8", "surrogatepass")
+        if argv is None and language.name == "python":
+            entry = script or language.source_file
+            if entry not in payload:
+                raise ValueError(f"script {entry!r} is not among the files {sorted(payload)}")
+            self._check_names(payload)
+            interpreter = self.interpreter(language) or "python3"
+            return self._execute([interpreter, "-s", entry], payload, stdin, self.isolation, limits or self.limits,
+                                 python_script=entry)
         command = list(argv) if argv is not None else language.argv(interpreter=self.interpreter(language))
         return self.run(command, files=payload, stdin=stdin, limits=limits)
+
+    @staticmethod
+    def _check_names(files: Mapping[str, bytes]) -> None:
+        for name in files:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"sandbox file names must be plain names, got {name!r}")
 
     def run(
         self,
@@ -440,9 +491,7 @@ class Sandbox:
         """Run `argv` in a fresh temporary directory holding `files`; never raises for what the program does."""
         if not argv:
             raise ValueError("argv must name a program to run")
-        for name in files or {}:
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"sandbox file names must be plain names, got {name!r}")
+        self._check_names(files or {})
         return self._execute(list(argv), dict(files or {}), stdin, self.isolation, limits or self.limits)
 
     def run_many(self, jobs: Sequence[Callable[[], Execution]], *, workers: int) -> list[Execution]:
@@ -471,18 +520,19 @@ class Sandbox:
         return rlimits
 
     def _execute(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-                 limits: Limits) -> Execution:
+                 limits: Limits, python_script: str | None = None) -> Execution:
         started = time.monotonic()
         hostdir = tempfile.mkdtemp(prefix="rewardlab-sandbox-")
         try:
             with self._uids.lease() as leased:
                 uid = leased if isolation.uid else None
-                return self._execute_in(argv, files, stdin, isolation, limits, hostdir, uid, started)
+                return self._execute_in(argv, files, stdin, isolation, limits, hostdir, uid, started, python_script)
         finally:
             shutil.rmtree(hostdir, ignore_errors=True)
 
     def _execute_in(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-                    limits: Limits, hostdir: str, uid: int | None, started: float) -> Execution:
+                    limits: Limits, hostdir: str, uid: int | None, started: float,
+                    python_script: str | None) -> Execution:
         payload_dir = os.path.join(hostdir, "payload")
         os.mkdir(payload_dir, 0o700)
         for name, data in files.items():
@@ -507,11 +557,18 @@ class Sandbox:
             "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB],
                       ["/run/lock", 1 * MiB]],
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
+            "python_script": python_script,
         }
         config_path = os.path.join(payload_dir, ".init")  # root-only directory; not copied to the workdir
         with open(config_path, "wb") as handle:
             marshal.dump(config, handle, 2)
-        command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, config_path]
+        if python_script is None:
+            command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, config_path]
+            init_env = {"PATH": _SAFE_PATH}
+        else:  # the init is the interpreter the program will run in: the environment is set at its start-up
+            interpreter = python_interpreter_for_sandbox(need_others=uid is not None)
+            command = [interpreter, "-s", "-S", "-c", _INIT_SOURCE, config_path]
+            init_env = {k: v for k, v in env.items() if not k.startswith("REWARDLAB_")}
         if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
             prefix = [isolation.unshare or "unshare"]
             if isolation.user_namespace:
@@ -526,7 +583,7 @@ class Sandbox:
         try:
             process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(status_w, channel_w, lifeline_r), start_new_session=True, cwd="/", env={"PATH": _SAFE_PATH},
+                pass_fds=(status_w, channel_w, lifeline_r), start_new_session=True, cwd="/", env=init_env,
             )
         except OSError as error:
             for fd in (status_r, status_w, channel_r, channel_w, lifeline_r, lifeline_w):
