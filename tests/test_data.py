@@ -118,6 +118,14 @@ def test_jsonl_pairs_with_strings_messages_and_optional_fields(tmp_path: Path) -
         assert (pair.prompt, pair.chosen, pair.rejected) == ([{"role": "user", "content": "Q"}], "good", "bad")
 
 
+def test_ultrafeedback_binarized_scores_give_the_margin(tmp_path: Path) -> None:
+    row = {"prompt": "Q", "chosen": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "good"}],
+           "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "bad"}],
+           "score_chosen": 8.5, "score_rejected": 3.0}
+    (pair,) = load_preferences(write_jsonl(tmp_path / "ufb.jsonl", [row]))
+    assert (pair.prompt, pair.chosen, pair.rejected, pair.margin) == ("Q", "good", "bad", 5.5)
+
+
 def test_bad_rows_are_counted_with_line_numbers_not_dropped_silently(tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text(

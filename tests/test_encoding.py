@@ -218,6 +218,19 @@ def test_bad_arguments_are_named(bert: Any) -> None:
         encode_sample(bert, [{"role": "user"}], "hello", max_length=8)
 
 
+def test_chat_template_errors_name_the_roles(chat: Any) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    strict = PreTrainedTokenizerFast(tokenizer_object=chat.backend_tokenizer, bos_token="<s>", eos_token="</s>")
+    strict.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
+    with pytest.raises(ValueError, match=r"roles \['system', 'user', 'assistant'\].*no system role"):
+        encode_sample(strict, [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}], "yo",
+                      max_length=32)
+
+
 def test_encode_pair_and_collate(bert: Any) -> None:
     pair = PreferencePair(prompt="what is two plus two", chosen="four", rejected="it is two plus two")
     chosen, rejected = encode_pair(bert, pair, max_length=32)

@@ -144,21 +144,31 @@ class _Parts:
     type_b: int | None = None
 
 
+def _render_chat(tokenizer: Any, messages: list[Message], *, add_generation_prompt: bool = False) -> str:
+    """The tokenizer's chat template applied to `messages`; a template error names the roles it was given."""
+    try:
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
+                                                 tokenize=False)
+    except Exception as error:  # jinja raises TemplateError / TypeError / ValueError for unsupported turns
+        roles = [m.get("role") for m in messages]
+        raise ValueError(f"the tokenizer's chat template cannot render turns with roles {roles}: "
+                         f"{type(error).__name__}: {error}") from error
+    return str(rendered)
+
+
 def _chat_prefix_text(tokenizer: Any, messages: list[Message]) -> str:
     """The chat template's rendering of the prompt followed by the assistant header."""
     if not messages:
         return ""
-    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+    return _render_chat(tokenizer, messages, add_generation_prompt=True)
 
 
 def _chat_parts(tokenizer: Any, messages: list[Message], response: str) -> tuple[_Parts, str]:
     """Split the chat-template rendering into [BOS] + prompt + response + closing tokens; returns parts and prefix."""
-    full_text = str(
-        tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": response}], tokenize=False)
-    )
+    full_text = _render_chat(tokenizer, [*messages, {"role": "assistant", "content": response}])
     prefix_text = _chat_prefix_text(tokenizer, messages)
     if not full_text.startswith(prefix_text):
-        plain_prefix = str(tokenizer.apply_chat_template(messages, tokenize=False)) if messages else ""
+        plain_prefix = _render_chat(tokenizer, messages) if messages else ""
         if full_text.startswith(plain_prefix):
             prefix_text = plain_prefix
         else:

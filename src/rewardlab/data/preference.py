@@ -15,7 +15,8 @@ dropped silently. Row formats, detected per row with `format="auto"`:
   `{"prompt", "responses": [...], "scores": [...]}` → pairs with margin = score difference (equal scores → ties).
 - `ranked`: `{"prompt", "responses": [...]}` best first (k >= 2) → every implied pair.
 
-Optional fields on any row: `subset`, `margin`, `tie`, `id`; other fields go to `metadata`.
+Optional fields on any row: `subset`, `margin`, `tie`, `id`; other fields go to `metadata`. A pair row with numeric
+`score_chosen` / `score_rejected` (UltraFeedback-binarized) and no `margin` gets margin = their difference.
 """
 
 from __future__ import annotations
@@ -233,6 +234,9 @@ def _pairs_row(row: Mapping[str, Any], *, prompt_mismatch: str) -> tuple[list[Pr
     elif chosen_turns and isinstance(prompt, list):  # TRL conversational: prompt + [assistant] lists
         prompt = [*prompt, *chosen_turns]
     options = _optional_fields(row)
+    scores = (row.get("score_chosen"), row.get("score_rejected"))  # UltraFeedback-binarized style
+    if "margin" not in options and all(isinstance(v, int | float) and not isinstance(v, bool) for v in scores):
+        options["margin"] = float(scores[0]) - float(scores[1])  # type: ignore[arg-type]
     pair = PreferencePair(prompt=prompt, chosen=chosen, rejected=rejected, **options)
     return [pair], flags
 
