@@ -17,7 +17,7 @@ import marshal
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rewardlab.registry import register
@@ -262,8 +262,7 @@ class CodeExecution(Reward):
         if timeout is not None:
             if timeout <= 0:
                 raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-            self.limits = Limits(**{**self.limits.__dict__, "wall_seconds": timeout,
-                                    "cpu_seconds": min(self.limits.cpu_seconds, timeout)})
+            self.limits = replace(self.limits, wall_seconds=timeout, cpu_seconds=min(self.limits.cpu_seconds, timeout))
             self._sandbox = None
         return self
 
