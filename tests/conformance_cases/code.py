@@ -1,4 +1,5 @@
-"""Conformance cases for rewards/code.py: assert-style and stdin/stdout tests, passing, failing and crashing."""
+"""Conformance cases for rewards/code.py: assert-style and stdin/stdout tests, passing and failing (hostile samples
+add crashing programs)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ PROGRAMS = [
     Sample(prompt="Write double(x).", response="```python\ndef double(x):\n    return 2 * x\n```",
            reference=DOUBLE_TESTS),
     Sample(prompt="Write double(x).", response="def double(x):\n    return x + 2\n", reference=DOUBLE_TESTS),
-    Sample(prompt="Write double(x).", response="def double(x) return", reference=DOUBLE_TESTS),
     Sample(prompt="Add two numbers from stdin.", response="a, b = map(int, input().split())\nprint(a + b)\n",
            reference=SUM_IO),
     Sample(prompt="Add two numbers from stdin.", response="print(3)", reference=SUM_IO),
