@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rewardlab.data.hh_rlhf import HHFormatError, parse_dialogue, parse_hh_pair, split_dialogue
 from rewardlab.data.preference import (
@@ -49,6 +51,42 @@ def test_parse_dialogue_into_chat_messages() -> None:
     assert response == "Why did the chicken cross the road?"
     # a multi-paragraph turn stays one message
     assert parse_dialogue(hh("a\n\nb", "c"))[0]["content"] == "a\n\nb"
+
+
+# turn texts: any printable text without a turn marker, surrounding whitespace stripped (as the parser does)
+TURN = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).map(str.strip).filter(
+    lambda text: bool(text) and "Human:" not in text and "Assistant:" not in text)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(TURN, min_size=1, max_size=4), TURN, TURN)
+def test_hh_round_trip(prompt_turns: list[str], chosen: str, rejected: str) -> None:
+    turns = [*prompt_turns] if len(prompt_turns) % 2 == 1 else prompt_turns[:-1]  # ends with a Human turn
+    parsed = parse_hh_pair(hh(*turns, chosen), hh(*turns, rejected))
+    assert [m["content"] for m in parsed.prompt] == turns
+    assert [m["role"] for m in parsed.prompt] == [("user", "assistant")[i % 2] for i in range(len(turns))]
+    assert (parsed.chosen, parsed.rejected, parsed.prompt_mismatch) == (chosen, rejected, False)
+
+
+PAIR_ROWS = st.lists(st.fixed_dictionaries(
+    {"prompt": st.one_of(st.text(max_size=20), st.lists(st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "system"]), "content": st.text(max_size=10)}), max_size=3)),
+     "chosen": st.text(max_size=20), "rejected": st.text(max_size=20)},
+    optional={"margin": st.floats(-5, 5), "subset": st.text(min_size=1, max_size=5), "tie": st.booleans(),
+              "id": st.integers(0, 99).map(str)}), max_size=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(PAIR_ROWS)
+def test_pair_rows_round_trip_through_jsonl(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    pairs = load_preferences(path)
+    assert not pairs.report.skipped and len(pairs) == len(rows)
+    for number, (row, pair) in enumerate(zip(rows, pairs, strict=True), start=1):
+        expected = dict(row)
+        expected.setdefault("tie", False)
+        assert {k: getattr(pair, k) for k in expected} == expected
+        assert pair.metadata == {"source_row": number}
 
 
 def test_parse_dialogue_errors_say_what_is_wrong() -> None:
