@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
+from rewardlab.rewards._markup import strip_tag_blocks, tag_blocks
 
 ALL_ONE = {"structure": 1.0, "think_nonempty": 1.0, "answer_nonempty": 1.0, "single": 1.0, "nothing_outside": 1.0}
 
@@ -95,3 +97,18 @@ def test_cli_scores_format(tmp_path: Path) -> None:
                           env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["score"]["value"] for line in out.read_text(encoding="utf-8").splitlines()] == [1.0, 0.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["<t>", "</t>", "a", " ", "<u>", "\n"]), max_size=12).map("".join))
+def test_linear_tag_scanner_agrees_with_the_lazy_regex(text: str) -> None:
+    assert tag_blocks(text, "t") == re.findall(r"<t>(.*?)</t>", text, re.DOTALL)
+    assert strip_tag_blocks(text, "t", "|") == re.sub(r"<t>(.*?)</t>", "|", text, flags=re.DOTALL)
+
+
+@pytest.mark.timeout(20)
+def test_many_unclosed_tags_do_not_stall_scoring() -> None:
+    # a lazy regex needs minutes on this (quadratic); the one-pass scanners take milliseconds
+    for response in ("<think>" * 50_000, "<think>x</think>" + "<answer>" * 50_000, "</think><answer>" * 50_000):
+        result = score(response)
+        assert result.error is None and result.value == 0.0

@@ -196,3 +196,14 @@ def test_cli_scores_search_trajectories(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert row["score"]["value"] == pytest.approx(0.5 - 0.1 + 0.5)  # recall 1/2, one search over, half valid
+
+
+@pytest.mark.timeout(30)
+def test_many_unclosed_tags_do_not_stall_scoring() -> None:
+    # each of these takes minutes with lazy regexes (quadratic); the parser makes one pass
+    reference = {"answer": "Paris", "evidence_ids": ["doc1"]}
+    for response in ("<search>" * 50_000, "<information>" + "<doc id=1>" * 50_000 + "</information>",
+                     "<information>" * 50_000 + "<answer>Paris [doc1]</answer>", "[doc1" * 50_000):
+        for name in ("retrieval", "search_budget", "citation"):
+            result = score(name, response, reference)
+            assert result.error is None and result.value is not None and result.value <= 0.0

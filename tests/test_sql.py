@@ -225,3 +225,9 @@ def test_cli_scores_sql_rows(tmp_path: Path, db_file: Path) -> None:
     assert [s["value"] for s in scores] == [1.0, 0.0, 1.0]
     assert scores[1]["objectives"]["executes"] == 0.0
     assert sha256(db_file) == before
+
+
+@pytest.mark.timeout(20)
+def test_many_unclosed_fences_do_not_stall_extraction() -> None:
+    result = score("```sql\n" * 50_000, "SELECT 1")
+    assert result.error is None and result.value == 0.0 and result.objectives["parses"] == 0.0

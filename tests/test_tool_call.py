@@ -145,3 +145,10 @@ def test_cli_scores_tool_calls(tmp_path: Path) -> None:
     scores = [json.loads(line)["score"] for line in out.read_text(encoding="utf-8").splitlines()]
     assert [s["value"] for s in scores] == [1.0, 0.0]
     assert scores[0]["objectives"]["schema"] == 1.0
+
+
+@pytest.mark.timeout(20)
+def test_many_unclosed_tags_and_fences_do_not_stall_scoring() -> None:
+    for response in ("<tool_call>" * 50_000, "```json\n" * 50_000, "{" * 50_000, "[" * 50_000):
+        result = score(response, WEATHER)
+        assert result.error is None and result.value == 0.0

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._markup import tag_blocks, tag_spans
 from rewardlab.rewards.text import response_text
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
@@ -62,28 +63,24 @@ class ThinkFormat(PerSampleReward):
         if self.think_in_prompt and think_open not in text:
             text = think_open + text
         counts = {think_open: text.count(think_open), think_close: text.count(think_close)}
-        body = re.escape(think_open) + r"(?P<think>.*?)" + re.escape(think_close)
         if self.answer_tag is not None:
-            answer_open, answer_close = f"<{self.answer_tag}>", f"</{self.answer_tag}>"
-            counts[answer_open] = text.count(answer_open)
-            counts[answer_close] = text.count(answer_close)
-            pattern = rf"\s*{body}\s*{re.escape(answer_open)}(?P<answer>.*?){re.escape(answer_close)}\s*"
-        else:
-            pattern = rf"\s*{body}(?P<answer>.*)"
+            counts[f"<{self.answer_tag}>"] = text.count(f"<{self.answer_tag}>")
+            counts[f"</{self.answer_tag}>"] = text.count(f"</{self.answer_tag}>")
         single = all(n == 1 for n in counts.values())
-        match = re.fullmatch(pattern, text, re.DOTALL)
-        think = answer = None
-        if match is not None:
-            think, answer = match.group("think"), match.group("answer")
+        template = self._template(text)
+        think: str | None
+        answer: str | None
+        if template is not None:
+            think, answer = template
         else:
-            found_think = re.search(body, text, re.DOTALL)
-            think = found_think.group("think") if found_think else None
+            think_spans = tag_spans(text, self.think_tag)
+            think = text[think_spans[0][0]:think_spans[0][1]] if think_spans else None
+            answer = None
             if self.answer_tag is not None:
-                found = re.findall(rf"<{re.escape(self.answer_tag)}>(.*?)</{re.escape(self.answer_tag)}>", text,
-                                   re.DOTALL)
+                found = tag_blocks(text, self.answer_tag)
                 answer = found[-1] if found else None
-            elif found_think is not None:
-                answer = text[found_think.end():]
+            elif think_spans:
+                answer = text[think_spans[0][1] + len(think_close):]
         tags = "|".join(re.escape(t) for t in counts)
         ordered = self._ordered(text)
         objectives = {
@@ -91,11 +88,35 @@ class ThinkFormat(PerSampleReward):
             "think_nonempty": float(think is not None and len(think.strip()) >= self.min_think_chars),
             "answer_nonempty": float(answer is not None and bool(answer.strip())),
             "single": float(single),
-            "nothing_outside": float(match is not None and single and not re.search(tags, think or "")
+            "nothing_outside": float(template is not None and single and not re.search(tags, think or "")
                                      and not re.search(tags, answer or "")),
         }
         return objectives, {"think": None if think is None else think[:200],
                             "answer": None if answer is None else answer[:500]}
+
+    def _template(self, text: str) -> tuple[str, str] | None:
+        """(think, answer) when the text is exactly: blank, think block, blank, answer block, blank (one pass).
+
+        Without an answer tag, the answer is everything after the think block.
+        """
+        think_open, think_close = f"<{self.think_tag}>", f"</{self.think_tag}>"
+        body = text.lstrip()
+        if not body.startswith(think_open):
+            return None
+        end = body.find(think_close, len(think_open))
+        if end < 0:
+            return None
+        think, rest = body[len(think_open):end], body[end + len(think_close):]
+        if self.answer_tag is None:
+            return think, rest
+        answer_open, answer_close = f"<{self.answer_tag}>", f"</{self.answer_tag}>"
+        rest = rest.lstrip()
+        if not rest.startswith(answer_open):
+            return None
+        answer_end = rest.find(answer_close, len(answer_open))
+        if answer_end < 0 or rest[answer_end + len(answer_close):].strip():
+            return None
+        return think, rest[len(answer_open):answer_end]
 
     def _ordered(self, text: str) -> bool:
         """The first think block closes before the first answer block opens."""

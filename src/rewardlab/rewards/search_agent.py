@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._markup import strip_tag_blocks, tag_blocks
 from rewardlab.rewards.text import normalize_answer, references_of, response_text, token_f1
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
@@ -145,9 +146,6 @@ class TrajectoryFormat:
             raise ValueError(f"unknown trajectory options {sorted(unknown)}; known: {sorted(known)}")
         return cls(**dict(options))
 
-    def _block(self, tag: str) -> re.Pattern[str]:
-        return _compiled(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL)
-
     def normalize_id(self, raw: Any) -> str:
         """Canonical form of a document id (see `id_prefix`)."""
         text = "".join(str(raw).split()).lower()
@@ -160,16 +158,20 @@ class TrajectoryFormat:
     def split_documents(self, block: str) -> list[tuple[str | None, str]]:
         """The (id, text) documents inside one information block."""
         if self.doc_tag:
-            tag = re.escape(self.doc_tag)
             attribute = re.escape(self.doc_id_attribute)
-            element = _compiled(rf"<{tag}\b(?P<attrs>[^>]*)>(?P<text>.*?)</{tag}>", re.DOTALL)
-            found = list(element.finditer(block))
-            if found:
-                out: list[tuple[str | None, str]] = []
-                for match in found:
-                    id_match = re.search(rf"\b{attribute}\s*=\s*[\"']?([^\"'\s>]+)", match.group("attrs"))
-                    out.append((self.normalize_id(id_match.group(1)) if id_match else None,
-                                match.group("text").strip()))
+            opener = _compiled(rf"<{re.escape(self.doc_tag)}\b(?P<attrs>[^<>]{{0,300}})>")
+            closer = f"</{self.doc_tag}>"
+            out: list[tuple[str | None, str]] = []
+            position = 0
+            while (match := opener.search(block, position)) is not None:
+                end = block.find(closer, match.end())
+                if end < 0:
+                    break
+                id_match = re.search(rf"\b{attribute}\s*=\s*[\"']?([^\"'\s>]+)", match.group("attrs"))
+                out.append((self.normalize_id(id_match.group(1)) if id_match else None,
+                            block[match.end():end].strip()))
+                position = end + len(closer)
+            if out:
                 return out
         for pattern in self.document_markers:
             marks = list(_compiled(pattern, re.MULTILINE).finditer(block))
@@ -204,14 +206,13 @@ class TrajectoryFormat:
 
     def parse(self, text: str, metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Parse a response (and its metadata) into a `Trajectory`."""
-        information = self._block(self.information_tag)
-        searches = [q.strip() for q in self._block(self.search_tag).findall(text)]
+        searches = [q.strip() for q in tag_blocks(text, self.search_tag)]
         raw_documents: list[tuple[str | None, str, int]] = []
         from_metadata = self._from_metadata(metadata or {})
         if from_metadata is not None:
             raw_documents = [(i, t, -1) for i, t in from_metadata]
         else:
-            for call, block in enumerate(information.findall(text)):
+            for call, block in enumerate(tag_blocks(text, self.information_tag)):
                 raw_documents.extend((i, t, call) for i, t in self.split_documents(block))
         documents: list[RetrievedDocument] = []
         seen: set[tuple[str | None, str]] = set()
@@ -221,13 +222,13 @@ class TrajectoryFormat:
                 continue
             seen.add(key)
             documents.append(RetrievedDocument(doc_id, doc_text, call, len(documents)))
-        answers = self._block(self.answer_tag).findall(text)
+        answers = tag_blocks(text, self.answer_tag)
         raw_answer = answers[-1].strip() if answers else None
         citation = _compiled(self.citation_pattern, re.MULTILINE)
         if self.citations_in == "answer" and raw_answer is not None:
             cited_text = raw_answer
         else:
-            cited_text = information.sub(" ", text)
+            cited_text = strip_tag_blocks(text, self.information_tag)
         citations: list[str] = []
         for match in citation.finditer(cited_text):
             cited = self.normalize_id(match.group("id"))

@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._markup import fenced_blocks
 from rewardlab.rewards.text import response_text
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score, content_hash
 
-_SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite|SQL)[ \t]*\n(.*?)```", re.DOTALL)
-_ANY_FENCE = re.compile(r"```[ \t]*[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _SYNTAX_ERROR = re.compile(r"syntax error|incomplete input|unrecognized token|near \"", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
@@ -73,7 +72,8 @@ class QueryResult:
 
 def extract_sql(text: str) -> str:
     """The SQL in a response: the last ```sql fence, else the last fence, else the whole text; `;` stripped."""
-    fenced = _SQL_FENCE.findall(text) or _ANY_FENCE.findall(text)
+    blocks = fenced_blocks(text)
+    fenced = [body for language, body in blocks if language in ("sql", "sqlite")] or [body for _, body in blocks]
     sql = fenced[-1] if fenced else text
     return sql.strip().rstrip(";").strip()
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._markup import fenced_blocks, tag_blocks
 from rewardlab.rewards.text import normalize_answer, response_text
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
 
-_FENCE = re.compile(r"```[ \t]*[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _ARGUMENT_KEYS = ("arguments", "parameters", "args")
 _EXACT_ASSIGNMENT_LIMIT = 7
 _EMBEDDED_JSON_TRIES = 64  # start positions tried when looking for JSON inside free text
@@ -105,7 +105,7 @@ def parse_tool_calls(text: str, *, tag: str | None = "tool_call") -> list[ToolCa
     Embedded JSON: every top-level object or list in the text, left to right, that has a call shape.
     """
     if tag:
-        blocks = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.DOTALL)
+        blocks = tag_blocks(text, tag)
         if blocks:
             calls: list[ToolCall] = []
             for block in blocks:
@@ -119,8 +119,8 @@ def parse_tool_calls(text: str, *, tag: str | None = "tool_call") -> list[ToolCa
 
 
 def _strip_fence(text: str) -> str:
-    fenced = _FENCE.findall(text)
-    return fenced[-1].strip() if fenced else text
+    fenced = fenced_blocks(text)
+    return fenced[-1][1].strip() if fenced else text
 
 
 def values_equal(predicted: Any, expected: Any, *, coerce_types: bool = False, normalize_strings: bool = False,
