@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -373,6 +374,18 @@ def test_without_namespaces_daemons_and_tmp_files_are_cleaned_by_uid(without_nam
     killer = without_namespaces.score_one(
         Sample(response="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", reference=ALWAYS))
     assert killer.value == 0.0 and killer.info["program_error"].startswith("PermissionError")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="per-run uids need root")
+def test_concurrent_sandboxes_never_share_a_uid() -> None:
+    # without a PID namespace cleanup kills by uid: a shared uid would let one run's cleanup kill the other's program
+    slow, quick = Sandbox(Limits(wall_seconds=10), namespaces="off"), Sandbox(Limits(wall_seconds=10), namespaces="off")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        slow_run = pool.submit(slow.run_program, PYTHON, "import os, time\ntime.sleep(1.0)\nprint(os.getuid())")
+        quick_uids = {quick.run_program(PYTHON, "import os\nprint(os.getuid())").stdout for _ in range(3)}
+        result = slow_run.result()
+    assert result.status == "ok", result.stderr
+    assert result.stdout not in quick_uids
 
 
 def test_require_fails_clearly_or_gives_every_namespace() -> None:

@@ -362,6 +362,19 @@ class _UidPool:
                 self._free.append(slot)
 
 
+_UID_POOLS: dict[tuple[int, int], _UidPool] = {}
+_UID_POOLS_LOCK = threading.Lock()
+
+
+def _uid_pool(base: int) -> _UidPool:
+    """The process-wide pool for `base`: every `Sandbox` of this process shares it, so uids never collide."""
+    key = (base, os.getpid())  # a forked child gets its own range
+    with _UID_POOLS_LOCK:
+        if key not in _UID_POOLS:
+            _UID_POOLS[key] = _UidPool(base)
+        return _UID_POOLS[key]
+
+
 _DETECTED: dict[tuple[NamespaceMode, bool], Isolation] = {}
 _DETECT_LOCK = threading.Lock()
 
@@ -387,7 +400,7 @@ class Sandbox:
         self.limits = limits or Limits()
         self.namespaces: NamespaceMode = namespaces
         self.drop_privileges = drop_privileges and os.geteuid() == 0
-        self._uids = _UidPool(uid_base)
+        self.uid_base = uid_base
 
     # --- detection -------------------------------------------------------------------------------------------
 
@@ -524,7 +537,7 @@ class Sandbox:
         started = time.monotonic()
         hostdir = tempfile.mkdtemp(prefix="rewardlab-sandbox-")
         try:
-            with self._uids.lease() as leased:
+            with _uid_pool(self.uid_base).lease() as leased:
                 uid = leased if isolation.uid else None
                 return self._execute_in(argv, files, stdin, isolation, limits, hostdir, uid, started, python_script)
         finally:
