@@ -184,6 +184,10 @@ def test_built_databases_are_cached_by_content(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])
     with_inserts = build_database(SCHEMA, None, "INSERT INTO emp VALUES (5, 'Eve', 'hr', 1);", directory=tmp_path)
     assert run_query(with_inserts, "SELECT name FROM emp", time_limit=1, max_rows=10).rows == [("Eve",)]
+    own = tmp_path / "own"
+    reward = rewardlab.load({"sql": {"build_dir": str(own)}})
+    assert reward.score_one(Sample(response="SELECT 4", reference=ref("SELECT count(*) FROM emp"))).value == 1.0
+    assert [p.suffix for p in own.iterdir()] == [".sqlite"]
 
 
 @settings(max_examples=25, deadline=None)

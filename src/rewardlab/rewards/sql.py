@@ -322,14 +322,16 @@ class SQLExecution(PerSampleReward):
     `columns` (as many columns as the gold result), `row_f1` (multiset F1 of rows), `match` (result sets equal).
     The value is `match`, or, when `partial_credit` is given (e.g. `{"executes": 0.1, "row_f1": 0.5}`), the
     largest weighted partial objective for a non-matching prediction. `order`: "auto" (ordered when the gold
-    query has a top-level ORDER BY), "always" or "never". Execution accuracy: Yu et al. 2018 (Spider).
+    query has a top-level ORDER BY), "always" or "never". Databases built from schema + rows go to `build_dir`
+    (default: `rewardlab-sql-<uid>` in the temporary directory). Execution accuracy: Yu et al. 2018 (Spider).
     """
 
     name = "sql"
 
     def __init__(self, *, time_limit: float = 2.0, max_rows: int = 10_000, order: str = "auto",
                  float_digits: int = 6, partial_credit: Mapping[str, float] | None = None,
-                 db_root: str | None = None, gold_time_limit: float | None = None) -> None:
+                 db_root: str | None = None, gold_time_limit: float | None = None,
+                 build_dir: str | None = None) -> None:
         if time_limit <= 0:
             raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
         if max_rows < 1:
@@ -351,6 +353,7 @@ class SQLExecution(PerSampleReward):
         self.float_digits = int(float_digits)
         self.partial_credit = {k: float(v) for k, v in credit.items()}
         self.db_root = db_root
+        self.build_dir = build_dir
         self._gold_cache: dict[tuple[str, str], QueryResult] = {}
 
     def database_of(self, reference: Any) -> tuple[Path, str]:
@@ -380,7 +383,8 @@ class SQLExecution(PerSampleReward):
         inserts = reference.get("inserts")
         if inserts is not None and not isinstance(inserts, str):
             raise TypeError(f"sql: reference field 'inserts' must be SQL text, got {type(inserts).__name__}")
-        return build_database(schema, rows, inserts), gold
+        directory = None if self.build_dir is None else Path(self.build_dir)
+        return build_database(schema, rows, inserts, directory), gold
 
     def _gold(self, path: Path, gold: str) -> QueryResult:
         key = (content_hash([str(path.resolve()), path.stat().st_mtime_ns]), gold)
