@@ -134,7 +134,8 @@ def _read_special_rows(path: Path, kind: str) -> list[EvalItem]:
                 raise EvaluationDataError(f"{where}: field 'chosen' must be a string")
             if not isinstance(rejected, list) or not rejected or not all(isinstance(r, str) for r in rejected):
                 raise EvaluationDataError(f"{where}: field 'rejected' must be a non-empty list of strings")
-            items.append(RankedResponses(prompt=prompt, responses=[chosen, *rejected], subset=subset, id=row_id))
+            items.append(RankedResponses(prompt=prompt, responses=[chosen, *rejected], subset=subset, id=row_id,
+                                         metadata={"source_row": line.number}))
         else:
             steps, label = row.get("steps"), row.get("label")
             if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
@@ -142,10 +143,17 @@ def _read_special_rows(path: Path, kind: str) -> list[EvalItem]:
             if not isinstance(label, int) or isinstance(label, bool):
                 raise EvaluationDataError(f"{where}: field 'label' must be an integer (first wrong step, or -1)")
             try:
-                items.append(StepRow(prompt=prompt, steps=steps, label=label, subset=subset, id=row_id))
+                items.append(StepRow(prompt=prompt, steps=steps, label=label, subset=subset, id=row_id,
+                                     metadata={"source_row": line.number}))
             except ValueError as error:
                 raise EvaluationDataError(f"{where}: field 'label': {error}") from error
     return items
+
+
+def _source_row(item: EvalItem) -> int | None:
+    """The 0-based row of the source file an item came from (the loaders record it 1-based as `source_row`)."""
+    row = item.metadata.get("source_row") if isinstance(item.metadata, dict) else None
+    return row - 1 if isinstance(row, int) and not isinstance(row, bool) and row >= 1 else None
 
 
 def load_eval_data(
@@ -153,7 +161,9 @@ def load_eval_data(
 ) -> EvalData:
     """Load evaluation data from a file (any preference format, best-of-N rows or step rows) or a list of items.
 
-    `rows` ("START:END" or a slice) keeps a slice of the rows, in file order (e.g. the last 300 of 1,800).
+    `rows` ("START:END" or a slice) keeps the items that came from those rows of the file (0-based, end excluded;
+    e.g. "1500:1800" = the last 300 rows of 1,800, whatever rows the loader excluded); items without a recorded
+    source row (in-memory lists) are sliced by position.
     """
     selection = _parse_rows_slice(rows)
     data = EvalData()
@@ -186,9 +196,18 @@ def load_eval_data(
     else:
         items = list(source)
         data.source = {"path": None, "kind": "in-memory"}
-    data.source["rows_in_source"] = len(items)
+    data.source["items_loaded"] = len(items)
     if selection is not None:
-        items = items[selection]
+        rows_of = [_source_row(item) for item in items]
+        if rows_of and all(r is not None for r in rows_of):
+            # slice by the row of the file each pair came from (0-based), so that excluded rows do not shift it
+            all_rows = range(max(r for r in rows_of if r is not None) + 1)
+            keep = set(all_rows[selection])
+            items = [item for item, r in zip(items, rows_of, strict=True) if r in keep]
+            data.source["rows_sliced_by"] = "source row"
+        else:
+            items = items[selection]
+            data.source["rows_sliced_by"] = "item"
         data.source["rows"] = f"{selection.start or 0}:{'' if selection.stop is None else selection.stop}"
     for item in items:
         if isinstance(item, PreferencePair):
