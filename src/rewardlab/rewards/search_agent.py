@@ -229,11 +229,7 @@ class TrajectoryFormat:
             cited_text = raw_answer
         else:
             cited_text = strip_tag_blocks(text, self.information_tag)
-        citations: list[str] = []
-        for match in citation.finditer(cited_text):
-            cited = self.normalize_id(match.group("id"))
-            if cited not in citations:
-                citations.append(cited)
+        citations = list(dict.fromkeys(self.normalize_id(m.group("id")) for m in citation.finditer(cited_text)))
         answer = None if raw_answer is None else " ".join(citation.sub(" ", raw_answer).split())
         return Trajectory(searches, documents, answer, raw_answer, citations)
 
