@@ -200,7 +200,7 @@ def test_cli_scores_search_trajectories(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(30)
 def test_many_unclosed_tags_do_not_stall_scoring() -> None:
-    # each of these takes minutes with lazy regexes (quadratic); the parser makes one pass
+    # lazy regexes are quadratic on these (benchmarks/markup_scan.py); the parser makes one pass
     reference = {"answer": "Paris", "evidence_ids": ["doc1"]}
     for response in ("<search>" * 50_000, "<information>" + "<doc id=1>" * 50_000 + "</information>",
                      "<information>" * 50_000 + "<answer>Paris [doc1]</answer>", "[doc1" * 50_000):

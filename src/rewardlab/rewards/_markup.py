@@ -1,8 +1,9 @@
 """Linear-time readers for the markup models write: `<tag>…</tag>` blocks and ``` fences.
 
 A lazy regex such as `<search>(.*?)</search>` takes quadratic time on text with many openers and no closer
-(50,000 unclosed `<search>` tags: about 5 minutes); these scanners make one pass, with the same results:
-leftmost, non-overlapping blocks, an opener without a closer ending the scan.
+(`benchmarks/markup_scan.py`: 8,000 unclosed `<search>` tags took the regex 8.5 s, the scanner 46 µs); these
+scanners make one pass, with the same results: leftmost, non-overlapping blocks, an opener without a closer
+ending the scan.
 """
 
 from __future__ import annotations
