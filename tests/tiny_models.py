@@ -60,7 +60,7 @@ def tiny_bert(path: str | Path) -> str:
     chars = sorted(set(string.ascii_lowercase + string.digits + string.punctuation))
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars), *BERT_WORDS]
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=512)
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=512)
     tokenizer.save_pretrained(str(folder))
     config = BertConfig(
         vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
