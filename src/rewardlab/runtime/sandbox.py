@@ -203,7 +203,7 @@ class Execution:
 # setresgid, setresuid, execve) and waits for it; its exit then tears down the PID namespace. It reports the
 # program's wait status and rusage on a pipe the program never holds.
 _INIT_SOURCE = r'''
-import marshal, os, resource, signal, sys
+import _signal as signal, marshal, os, resource, sys  # _signal: no enum import
 with open(sys.argv[1], "rb") as handle:
     config = marshal.load(handle)
 status_fd = config["status_fd"]
