@@ -96,6 +96,9 @@ def reliability_plot(bins: Sequence[Mapping[str, Any]], temperature: float | Non
                width=[b["upper"] - b["lower"] for b in shown], edgecolor="#1f77b4", color="#1f77b488",
                label="accuracy")
         ax.plot([b["confidence"] for b in shown], [b["accuracy"] for b in shown], "o", color="#1f77b4", ms=3)
+        for b in shown:  # how many pairs each bar stands on
+            ax.text((b["lower"] + b["upper"]) / 2, min(b["accuracy"] + 0.02, 0.93), str(b["count"]), ha="center",
+                    fontsize=6, color="#333")
     ax.set_xlim(0.5, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.set_xlabel("confidence max(p, 1−p)")

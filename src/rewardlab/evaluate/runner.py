@@ -300,6 +300,7 @@ def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
         "spec": _jsonable(spec) if not isinstance(spec, Reward) else repr(spec),
         "name": reward.name,
         "class": f"{type(reward).__module__}.{type(reward).__qualname__}",
+        "batch_dependent": bool(getattr(reward, "batch_dependent", False)),
     }
     hashes: dict[str, Any] = {}
     meta = getattr(reward, "metadata", None)
@@ -655,6 +656,9 @@ def evaluate(
         with progress:
             for spec, reward, _owned in built:
                 label = _label_for(spec, reward, taken)
+                if getattr(reward, "batch_dependent", False) and not quiet:
+                    _console.print(f"[yellow]warning:[/] {label} depends on the rest of its batch (a batch "
+                                   f"normaliser): its metrics change with --batch-size ({batch_size})")
                 total = plan_size + _robustness_cost(_plan(eval_data), robustness_pairs)
                 task = progress.add_task(f"evaluating {label}", total=total)
                 _seed_everything(seed)
