@@ -102,3 +102,20 @@ def test_exact_match_is_invariant_to_case_and_punctuation(text: str) -> None:
     noisy = "  " + text.upper() + " !!"
     if normalize_answer(text) == normalize_answer(text.upper()):  # some characters change under upper()
         assert em.score_one(Sample(response=noisy, reference=text)).value == 1.0
+
+
+def test_answer_tag_takes_the_last_block_in_linear_time() -> None:
+    em = rewardlab.load({"exact_match": {"answer_tag": "answer"}})
+    assert em.score_one(Sample(response="<answer>3</answer> no, <answer> 4 </answer>", reference="4")).value == 1.0
+    assert em.score_one(Sample(response="<answer>4", reference="4")).value == 0.0
+    hostile = Sample(response="<answer>" * 200_000, reference="4")  # quadratic for a lazy regex
+    assert em.score_one(hostile).value == 0.0
+    with pytest.raises(rewardlab.SpecError, match="either answer_tag"):
+        rewardlab.load({"f1": {"answer_tag": "a", "answer_pattern": "x"}})
+
+
+def test_json_fence_stripping_is_linear_and_exact() -> None:
+    reward = rewardlab.load("json")
+    assert reward.score_one(Sample(response='```json\n{"a": 1}\n```')).value == 1.0
+    assert reward.score_one(Sample(response='```\n[1, 2]\n```')).value == 1.0
+    assert reward.score_one(Sample(response="```json\n" + "```   \n" * 50_000)).value == 0.0

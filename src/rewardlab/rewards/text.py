@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._markup import tag_blocks
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 def normalize_answer(text: str) -> str:
@@ -70,21 +70,37 @@ def response_text(sample: Sample, reward_name: str) -> str:
 
 
 class _AnswerReward(PerSampleReward):
-    """Shared extraction for answer-comparing rewards: an optional regex picks the answer out of the response."""
+    """Shared extraction for answer-comparing rewards.
 
-    def __init__(self, *, answer_pattern: str | None = None, normalize: bool = True) -> None:
+    `answer_tag="answer"` takes the last `<answer>…</answer>` block (a linear-time scan). `answer_pattern` is a
+    regular expression run as given (`.` does not cross lines; add `(?s)` for that); its last match (group 1
+    when it has groups) is the answer. A pattern that backtracks badly on hostile text costs what the regex
+    costs: set a `timeout` (`reward.configure(timeout=...)`) when the responses are untrusted. No answer found
+    scores 0.0.
+    """
+
+    def __init__(self, *, answer_tag: str | None = None, answer_pattern: str | None = None,
+                 normalize: bool = True) -> None:
+        if answer_tag is not None and answer_pattern is not None:
+            raise ValueError("give either answer_tag (e.g. 'answer' for <answer>…</answer>) or answer_pattern")
+        self.answer_tag = answer_tag
         self.answer_pattern = answer_pattern
         self.normalize = normalize
         self._compiled = re.compile(answer_pattern) if answer_pattern else None
 
     def _answer(self, sample: Sample) -> str | None:
+        """The last `<answer_tag>` block, the last `answer_pattern` match (group 1 if any), or the response."""
         text = response_text(sample, self.name)
+        if self.answer_tag is not None:
+            blocks = tag_blocks(text, self.answer_tag)  # linear time, unlike a lazy regex on unclosed tags
+            return blocks[-1] if blocks else None
         if self._compiled is None:
             return text
-        matches = list(self._compiled.finditer(text))
-        if not matches:
+        last = None
+        for last in self._compiled.finditer(text):  # noqa: B007 - keep the last match
+            pass
+        if last is None:
             return None
-        last = matches[-1]
         return last.group(1) if last.groups() else last.group(0)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -155,8 +171,17 @@ class RegexMatch(PerSampleReward):
 
 
 def _strip_fence(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text
+    """The body of a response that is one ``` fenced block (optionally with a language tag), else the text."""
+    stripped = text.strip()
+    if not (stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6):
+        return text
+    newline = stripped.find("\n")
+    if newline < 0:
+        return text
+    language = stripped[3:newline].strip()
+    if language and not all(ch.isalnum() or ch in "_-" for ch in language):
+        return text
+    return stripped[newline + 1 : -3].rstrip()
 
 
 @register("json")
