@@ -342,10 +342,12 @@ class RewardModel(nn.Module):
         Holds for one objective without gating when the pooling is what that class does: BERT with `cls`
         (pooler over [CLS]), and decoders with `last` whose class is a bare backbone plus a bias-free `score`.
         """
+        return self._sequence_classification_class(_unwrap_peft(self.backbone))
+
+    def _sequence_classification_class(self, backbone: Any) -> str | None:
         from transformers import AutoModelForSequenceClassification
         from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-        backbone: Any = _unwrap_peft(self.backbone) if hasattr(self.backbone, "peft_config") else self.backbone
         config: Any = backbone.config
         model_type = getattr(config, "model_type", None)
         class_name = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(model_type or "")
@@ -393,7 +395,7 @@ class RewardModel(nn.Module):
         config: Any = copy.deepcopy(backbone.config)
         if getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = tokenizer.pad_token_id
-        class_name = self.sequence_classification_class()
+        class_name = self._sequence_classification_class(backbone)
         head_name = _HEAD_NAMES[self.kind]
         if class_name is not None:
             prefix = backbone.base_model_prefix
