@@ -57,7 +57,8 @@ def alone(folder: str, sample: Sample, max_length: int) -> tuple[float, list[flo
     """Score one sample by hand: encode_sample, one unpadded forward pass."""
     model, tokenizer, _ = load_reward_model(folder)
     encoded = encode_sample(tokenizer, sample.prompt, sample.response, max_length=max_length)
-    types = None if encoded.token_type_ids is None else torch.tensor([encoded.token_type_ids])
+    use_types = model.uses_token_type_ids and encoded.token_type_ids is not None
+    types = torch.tensor([encoded.token_type_ids]) if use_types else None
     with torch.no_grad():
         out = model(torch.tensor([encoded.input_ids]), token_type_ids=types)
     assert out.objectives is not None
@@ -116,6 +117,37 @@ def _cached_reward(folder: str) -> ModelReward:
     reward = _REWARDS[folder]
     assert isinstance(reward, ModelReward)
     return reward
+
+
+def test_bert_segment_ids_are_used_only_when_the_model_was_trained_with_them(
+    tiny_backbones: dict[str, str], tmp_path: Path
+) -> None:
+    torch.manual_seed(5)
+    model = RewardModel.from_backbone(tiny_backbones["bert"])
+    with torch.no_grad():
+        model.head.weight.normal_(std=1.0)
+    model.save_pretrained(tmp_path / "plain")
+    model.uses_token_type_ids = True
+    model.save_pretrained(tmp_path / "segments")
+    sample = SAMPLES[0]
+    plain = rewardlab.load(f"rm:{tmp_path / 'plain'}").score_one(sample).value
+    segments = rewardlab.load(f"rm:{tmp_path / 'segments'}").score_one(sample).value
+    assert plain == pytest.approx(alone(str(tmp_path / "plain"), sample, 512)[0], abs=1e-6)
+    assert segments == pytest.approx(alone(str(tmp_path / "segments"), sample, 512)[0], abs=1e-6)
+    assert plain is not None and segments is not None
+    assert abs(plain - segments) > 1e-6  # segment B embeddings change the score (float noise is ~1e-8)
+
+
+def test_truncation_defaults_to_the_saved_policy(rm_folders: dict[str, str], tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "rm"
+    shutil.copytree(rm_folders["gpt2"], folder)
+    metadata = json.loads((folder / "rewardlab.json").read_text())
+    (folder / "rewardlab.json").write_text(json.dumps({**metadata, "truncation": "right"}))
+    reward = rewardlab.load(f"rm:{folder}")
+    assert isinstance(reward, ModelReward) and reward.truncation == "right"
+    assert rewardlab.load({"rm": {"path": str(folder), "truncation": "prompt_left"}}).truncation == "prompt_left"  # type: ignore[attr-defined]
 
 
 def test_normalize_uses_the_saved_mean_and_std(rm_folders: dict[str, str]) -> None:

@@ -190,6 +190,9 @@ class RewardModel(nn.Module):
         self.gating = gating
         self.tokenizer = tokenizer
         self.metadata: dict[str, Any] = {}
+        #: Whether `score_encoded` passes BERT segment ids (prompt 0, response 1). Off by default: set it when the
+        #: model is trained with them, so scoring feeds the model what training did (saved in rewardlab.json).
+        self.uses_token_type_ids = False
         self.head = nn.Linear(hidden, len(names), bias=kind == "encoder")
         nn.init.normal_(self.head.weight, std=std)
         if self.head.bias is not None:
@@ -327,12 +330,12 @@ class RewardModel(nn.Module):
         return RewardOutput(rewards=rewards, objectives=objectives)
 
     def score_encoded(self, encoded: Sequence[Any], *, batch_size: int = 16) -> RewardOutput:
-        """Score `EncodedSample`s (from `rewardlab.data.encoding.encode_sample`), token types included."""
+        """Score `EncodedSample`s (from `rewardlab.data.encoding.encode_sample`); their segment ids are used when
+        `uses_token_type_ids` is set."""
         types = [getattr(e, "token_type_ids", None) for e in encoded]
+        use_types = self.uses_token_type_ids and any(t is not None for t in types)
         return self.score_token_ids(
-            [e.input_ids for e in encoded],
-            token_type_ids=types if any(t is not None for t in types) else None,
-            batch_size=batch_size,
+            [e.input_ids for e in encoded], token_type_ids=types if use_types else None, batch_size=batch_size
         )
 
     # ------------------------------------------------------------------ save / load
@@ -425,6 +428,7 @@ class RewardModel(nn.Module):
                 "pooling": self.pooling,
                 "objectives": list(self.objective_names),
                 "gating": self.gate is not None,
+                "uses_token_type_ids": self.uses_token_type_ids,
                 "tokenizer_hash": tokenizer_hash(tokenizer),
                 "auto_model_for_sequence_classification": class_name is not None,
             }
@@ -498,6 +502,7 @@ class RewardModel(nn.Module):
         else:
             raise ValueError(f"{folder}/{METADATA_FILE}: unknown layout {layout!r}")
         model.metadata = metadata
+        model.uses_token_type_ids = bool(metadata.get("uses_token_type_ids", False))
         model.eval()
         return model
 

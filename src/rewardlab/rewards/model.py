@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import math
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ class ModelReward(Reward):
 
     Options: `batch_size` (rows per forward pass, 16), `max_length` (token budget; default the one saved with
     the model, else 512), `device` (`auto` = CUDA when available), `normalize` (subtract the saved training
-    mean, divide by the saved std), `truncation` (`prompt_left` or `right`, as `encode_sample`),
+    mean, divide by the saved std), `truncation` (`prompt_left` or `right`, as `encode_sample`; default: as
+    saved at training time, else `prompt_left`),
     `torch_dtype` (e.g. `bfloat16`; default: as saved).
     """
 
@@ -69,7 +71,7 @@ class ModelReward(Reward):
         max_length: int | None = None,
         device: str = "auto",
         normalize: bool = False,
-        truncation: str = "prompt_left",
+        truncation: str | None = None,
         torch_dtype: str | None = None,
     ) -> None:
         from rewardlab.data.encoding import TRUNCATION_POLICIES
@@ -83,14 +85,14 @@ class ModelReward(Reward):
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
-        if truncation not in TRUNCATION_POLICIES:
+        if truncation is not None and truncation not in TRUNCATION_POLICIES:
             raise ValueError(f"truncation must be one of {', '.join(TRUNCATION_POLICIES)}, got {truncation!r}")
         self.path = str(folder)
         self.batch_size = batch_size
         self.max_length_option = max_length
         self.device = device
         self.normalize = bool(normalize)
-        self.truncation = truncation
+        self.truncation_option = truncation
         self.torch_dtype = torch_dtype
         self._model: Any = None
         self._lock = threading.Lock()
@@ -104,9 +106,16 @@ class ModelReward(Reward):
         """The loaded model (loaded on first use and again after unpickling or `close()`)."""
         with self._lock:
             if self._model is None:
+                from rewardlab.data.templates import template_name
                 from rewardlab.models.reward_model import load_reward_model
 
-                model, _tokenizer, metadata = load_reward_model(self.path, torch_dtype=self.torch_dtype)
+                model, tokenizer, metadata = load_reward_model(self.path, torch_dtype=self.torch_dtype)
+                saved, now = metadata.get("template"), template_name(tokenizer)
+                if isinstance(saved, str) and saved != now:
+                    warnings.warn(
+                        f"rm: {self.path} was trained with template {saved!r} but its tokenizer now renders {now!r}",
+                        stacklevel=2,
+                    )
                 model.to(_pick_device(self.device))
                 model.eval()
                 self.metadata = metadata
@@ -127,6 +136,16 @@ class ModelReward(Reward):
             if isinstance(positions, int) and positions > 0:
                 limit = min(limit, positions)
         return limit
+
+    @property
+    def truncation(self) -> str:
+        """The truncation policy: the option, else the one saved at training time, else `prompt_left`."""
+        if self.truncation_option is not None:
+            return self.truncation_option
+        from rewardlab.data.encoding import TRUNCATION_POLICIES
+
+        saved = self.metadata.get("truncation")
+        return saved if saved in TRUNCATION_POLICIES else "prompt_left"
 
     def mean_std(self) -> tuple[float, float]:
         """The reward mean and std on the training data, as saved in `rewardlab.json` (for `normalize`)."""
