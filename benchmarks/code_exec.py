@@ -38,17 +38,28 @@ PROGRAM = "def double(x):\n    return 2 * x\n"
 TESTS = ["assert double(2) == 4", "assert double(-3) == -6", "assert double(0) == 0"]
 
 
-def timed(run_one: Callable[[int], bool], executions: int, workers: int, advance: Callable[[], None]) -> dict[str, Any]:
-    """Run `executions` calls with `workers` threads; wall time, executions/s, latency percentiles, failures."""
+def short_isolation(mechanisms: list[str]) -> str:
+    """`uid+pid+net+mnt` style label (rlimits and the process group are always on and left out)."""
+    short = {"uid": "uid", "user_namespace": "userns", "pid_namespace": "pid", "net_namespace": "net",
+             "mount_namespace": "mnt", "socket_guard": "guard"}
+    return "+".join(short[m] for m in mechanisms if m in short) or ("rlimits" if mechanisms else "none")
+
+
+def timed(run_one: Callable[[int], str | None], executions: int, workers: int,
+          advance: Callable[[], None]) -> dict[str, Any]:
+    """Run `executions` calls with `workers` threads; wall time, executions/s, latency percentiles, failures.
+
+    `run_one` returns None on success, else why it failed (kept in the JSON).
+    """
     latencies: list[float] = []
-    failures = 0
+    failures: list[str] = []
 
     def one(i: int) -> None:
-        nonlocal failures
         started = time.perf_counter()
-        ok = run_one(i)
+        why = run_one(i)
         latencies.append(time.perf_counter() - started)
-        failures += 0 if ok else 1
+        if why is not None:
+            failures.append(why)
         advance()
 
     started = time.perf_counter()
@@ -61,7 +72,8 @@ def timed(run_one: Callable[[int], bool], executions: int, workers: int, advance
         "executions_per_s": round(executions / wall, 2),
         "latency_p50_ms": round(1000 * statistics.median(latencies), 1),
         "latency_p95_ms": round(1000 * latencies[int(0.95 * (len(latencies) - 1))], 1),
-        "failures": failures,
+        "failures": len(failures),
+        "failure_reasons": failures[:5],
     }
 
 
@@ -79,17 +91,25 @@ def main() -> int:
     sample = Sample(prompt="double", response=f"```python\n{PROGRAM}```", reference={"tests": TESTS})
     bare_program = PROGRAM + "\n".join(TESTS) + "\n"
 
-    def via_reward(reward: CodeExecution) -> Callable[[int], bool]:
-        return lambda _: reward.score_one(sample).value == 1.0
+    def via_reward(reward: CodeExecution) -> Callable[[int], str | None]:
+        def run_one(_: int) -> str | None:
+            score = reward.score_one(sample)
+            return None if score.value == 1.0 else f"value={score.value} error={score.error} info={score.info}"
 
-    def via_sandbox(_: int) -> bool:
-        return sandbox.run_program(PYTHON, bare_program).status == "ok"
+        return run_one
 
-    def via_subprocess(_: int) -> bool:
+    def via_sandbox(_: int) -> str | None:
+        run = sandbox.run_program(PYTHON, bare_program)
+        if run.status == "ok":
+            return None
+        return (f"status={run.status} returncode={run.returncode} signal={run.signal} error={run.error} "
+                f"stderr={run.stderr[-300:]!r}")
+
+    def via_subprocess(_: int) -> str | None:
         done = subprocess.run([interpreter, "-I", "-c", bare_program], capture_output=True, timeout=30, check=False)
-        return done.returncode == 0
+        return None if done.returncode == 0 else f"returncode={done.returncode} stderr={done.stderr[-300:]!r}"
 
-    configs: list[tuple[str, Callable[[int], bool], list[str]]] = [
+    configs: list[tuple[str, Callable[[int], str | None], list[str]]] = [
         ("reward (full sandbox)", via_reward(full), full.sandbox.isolation.mechanisms()),
         ("reward (no namespaces)", via_reward(bare_ns), bare_ns.sandbox.isolation.mechanisms()),
         ("Sandbox.run_program", via_sandbox, sandbox.isolation.mechanisms()),
@@ -125,8 +145,8 @@ def main() -> int:
     for row in rows:
         table.add_row(row["config"], str(row["workers"]), f"{row['executions_per_s']:.1f}",
                       f"{row['latency_p50_ms']:.0f}", f"{row['latency_p95_ms']:.0f}", str(row["failures"]),
-                      ",".join(row["isolation"]) or "none")
-    Console().print(table)
+                      short_isolation(row["isolation"]))
+    Console(width=120).print(table)
     print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
     full.close()
     return 0
