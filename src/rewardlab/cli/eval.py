@@ -25,7 +25,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                      help="reward spec (repeat to compare rewards side by side): length, rm:./my-rm, inline JSON, "
                           "a YAML/JSON file")
     cmd.add_argument("--data", "-d", required=True, metavar="PATH",
-                     help="evaluation data (.jsonl[.gz], .json, .parquet)")
+                     help="evaluation data (.jsonl[.gz], .json, .parquet, or a datasets name/folder)")
     cmd.add_argument("--output", "-o", required=True, type=Path, metavar="DIR", help="output folder")
     cmd.add_argument("--subset-weights", default=None, metavar="FILE",
                      help="JSON/YAML: {subset: section} (or {section: [subsets]}), optional section_weights")
@@ -86,7 +86,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.bins < 1:
         raise CLIError(f"--bins must be >= 1, got {args.bins}")
-    if not Path(args.data).exists():
+    if not Path(args.data).exists() and Path(args.data).suffix in (".jsonl", ".json", ".gz", ".parquet", ".ndjson"):
         raise CLIError(f"--data: file not found: {args.data}")
     try:
         result = evaluate(

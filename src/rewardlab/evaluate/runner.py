@@ -44,6 +44,7 @@ from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.types import PreferencePair, Prompt, RankedResponses, Reward, Sample, Score
 
 EvalItem = PreferencePair | RankedResponses | StepRow
+_FILE_SUFFIXES = (".jsonl", ".json", ".gz", ".parquet", ".ndjson", ".csv")
 _console = Console(stderr=True)
 
 
@@ -171,13 +172,15 @@ def load_eval_data(
     if isinstance(source, str | Path):
         load_report: Any = None
         path = Path(source)
-        if not path.exists():
+        looks_like_file = path.suffix in _FILE_SUFFIXES or str(source).startswith((".", "/", "~"))
+        if not path.exists() and looks_like_file:
             raise EvaluationDataError(f"evaluation data not found: {path}")
         kind = _detect_kind(path) if data_format == "auto" and path.is_file() else "pairs"
         if kind == "pairs":
             from rewardlab.data.preference import load_preferences
 
-            loaded = load_preferences(path, format=data_format)
+            # a folder, a file, or (when no such path exists) a `datasets` name
+            loaded = load_preferences(str(source) if not path.exists() else path, format=data_format)
             items = list(loaded)
             load_report = getattr(loaded, "report", None)
         else:
