@@ -231,6 +231,23 @@ def run_rewardlab(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
     return verdicts, elapsed
 
 
+def run_rewardlab_uncached(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
+    """The same, but every parse/compare cache emptied before each check (the cold worst case)."""
+    reward = rewardlab.load("math")
+    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
+    verdicts: list[bool] = []
+    elapsed = 0.0
+    with _progress(quiet) as progress:
+        task = progress.add_task("rewardlab math, no caches", total=len(samples))
+        for sample in samples:
+            _clear_rewardlab_caches()
+            start = time.perf_counter()
+            verdicts.append(reward.score([sample])[0].value == 1.0)
+            elapsed += time.perf_counter() - start
+            progress.advance(task)
+    return verdicts, elapsed
+
+
 def run_math_verify(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
     """Verdicts of math-verify (`verify(parse(gold), parse(response))`, defaults) and the seconds it took."""
     from math_verify import parse, verify
@@ -283,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = build_cases(args.math_limit, args.gsm8k_limit)
     ours, our_seconds = run_rewardlab(cases, args.quiet)
     theirs, their_seconds = run_math_verify(cases, args.quiet)
+    cold, cold_seconds = run_rewardlab_uncached(cases, args.quiet)
+    distinct_pairs = len({(c.response, c.gold) for c in cases})
 
     datasets = {"all": None, "math500 (rules)": lambda c: c.dataset == "math500",
                 "math500 (hand)": lambda c: c.dataset == "math500-hand",
@@ -299,10 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         "checkers": {
             "rewardlab": {"seconds": our_seconds, "checks_per_second": len(cases) / our_seconds,
                           "accuracy": {k: accuracy(ours, cases, f) for k, f in datasets.items()}},
+            "rewardlab (no caches)": {"seconds": cold_seconds, "checks_per_second": len(cases) / cold_seconds,
+                                      "accuracy": {k: accuracy(cold, cases, f) for k, f in datasets.items()}},
             "math-verify": {"seconds": their_seconds, "checks_per_second": len(cases) / their_seconds,
                             "accuracy": {k: accuracy(theirs, cases, f) for k, f in datasets.items()}},
         },
+        "distinct_response_gold_pairs": distinct_pairs,
         "speedup": their_seconds / our_seconds,
+        "speedup_no_caches": their_seconds / cold_seconds,
         "checker_agreement": sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(cases),
         "by_rule": {
             f"{ds}/{rule}": {
@@ -328,12 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in datasets:
         table.add_column(f"accuracy {name}", justify="right")
     table.add_column("checks/s", justify="right")
-    for name in ("rewardlab", "math-verify"):
+    for name in ("rewardlab", "rewardlab (no caches)", "math-verify"):
         entry = result["checkers"][name]
         cells = [f"{entry['accuracy'][k]['accuracy']:.4f}" for k in datasets]
         table.add_row(name, *cells, f"{entry['checks_per_second']:,.0f}")
     console.print(table)
-    console.print(f"speed-up {result['speedup']:.1f}x; the two checkers agree on {result['checker_agreement']:.4f}"
+    console.print(f"speed-up {result['speedup']:.1f}x ({result['speedup_no_caches']:.1f}x with no caches); "
+                  f"the two checkers agree on {result['checker_agreement']:.4f}"
                   f" of cases; n per column: " + ", ".join(
                       f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
     rule_table = Table(title="accuracy by rewrite rule")

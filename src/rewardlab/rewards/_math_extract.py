@@ -17,10 +17,13 @@ EXPLICIT = frozenset(EXTRACTORS[:-1])
 _BOXED = re.compile(r"\\(?:boxed|fbox)\b")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _GSM8K = re.compile(r"####[ \t]*([^\n]*)")
-_ANSWER_IS = re.compile(r"(?:final\s+answer|answer)\s*(?:is|:|=)?\s*:?[ \t]*", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"(?:final\s+answer|answer)\**\s*(?:is|:|=)?\s*:?\**[ \t]*", re.IGNORECASE)
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|\s+(?:I hope|so |which |because )", re.IGNORECASE)
-_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_COUNTED = re.compile(r"(\\?\$?\s?-?(?:\d[\d,]*)?\.?\d+(?:/\d+)?)\s+[a-zA-Z][a-zA-Z\s]*")
+_MATH_SPAN = re.compile(
+    r"\$\$(.+?)\$\$|\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
+)
 
 
 def braced(text: str, start: int) -> tuple[str, int] | None:
@@ -92,7 +95,10 @@ def _answer_is(text: str) -> str | None:
         if math:
             return next(g for g in math.groups() if g is not None).strip()
         end = _SENTENCE_END.search(rest)
-        candidate = (rest[: end.start()] if end else rest).strip().rstrip(".,;:!")
+        candidate = (rest[: end.start()] if end else rest).strip().rstrip(".,;:!").strip("*_ ")
+        counted = _COUNTED.fullmatch(candidate)
+        if counted:  # "72 apples" → 72
+            candidate = counted.group(1)
         if candidate:
             return _strip_math(candidate)
     return None

@@ -482,6 +482,8 @@ def parse_expression(s: str) -> Node:
 # ---------------------------------------------------------------------------------------- structure level
 def _split_top(s: str, separators: tuple[str, ...]) -> list[str]:
     """Split on separators that are outside every (), [], {}, \\{\\} group."""
+    if not any(sep in s for sep in separators):
+        return [s]
     parts: list[str] = []
     depth = 0
     start = 0
