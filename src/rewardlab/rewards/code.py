@@ -206,8 +206,9 @@ def _stderr_tail(execution: Execution, size: int = 300) -> str:
 class CodeExecution(Reward):
     """Fraction of the reference's tests a model-written program passes, run in a sandbox (see docs/code.md).
 
-    Options: `language` ("python"), `all_or_nothing`, `timeout` (wall seconds per execution), `cpu_seconds`,
-    `memory_mb` (address space), `output_mb` (stdout + stderr captured), `file_size_mb`, `max_processes`,
+    Options: `language` ("python", or "bash" for io tests), `all_or_nothing`, `timeout` (wall seconds per
+    execution), `cpu_seconds`, `memory_mb` (address space), `output_mb` (stdout + stderr captured), `file_size_mb`,
+    `max_processes`,
     `workers` (executions at a time), `namespaces` ("auto" | "require" | "off"), `extract` (take the last
     ```python block), `limit_errors` (a run that hits a limit gets `error`; False: it just fails its tests).
     """
