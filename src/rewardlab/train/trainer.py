@@ -113,8 +113,10 @@ def pair_batches(
     Indices are shuffled; with `group_by_length`, each run of 32 batches is sorted by length and cut into
     batches (the "megabatch" trick of length-grouped samplers), then the batch order is shuffled. A last batch
     smaller than `min_batch` (fewer pairs than processes x accumulation slots) is merged into the one before,
-    so no pair is dropped.
+    so no pair is dropped and every slot gets at least one pair.
     """
+    if batch_size < min_batch:
+        raise ValueError(f"batch_size {batch_size} is smaller than the {min_batch} processes x accumulation steps")
     rng = random.Random(f"{seed}:{epoch}")
     order = list(range(len(lengths)))
     rng.shuffle(order)
@@ -130,9 +132,13 @@ def pair_batches(
         batches = full + tail
     else:
         batches = [order[j : j + batch_size] for j in range(0, len(order), batch_size)]
-    if len(batches) > 1 and len(batches[-1]) < min_batch:
-        batches[-2].extend(batches.pop())
-    return batches
+    merged: list[list[int]] = []
+    for batch in batches:  # a batch smaller than min_batch joins the one before it (or the next, when first)
+        if (merged and len(merged[-1]) < min_batch) or (merged and len(batch) < min_batch):
+            merged[-1].extend(batch)
+        else:
+            merged.append(list(batch))
+    return merged
 
 
 def split_batch(batch: Sequence[int], slots: int) -> list[list[int]]:
@@ -416,7 +422,9 @@ def train_reward_model(
     from accelerate.utils import set_seed
 
     wall_start = time.perf_counter()
-    accelerator = Accelerator(cpu=os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true"))
+    has_accelerator = torch.accelerator.is_available() if hasattr(torch, "accelerator") else torch.cuda.is_available()
+    cpu_only = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true") or not has_accelerator
+    accelerator = Accelerator(cpu=cpu_only)  # cpu=True lets torchrun-launched CPU processes join a gloo group
     world = accelerator.num_processes
     rank = accelerator.process_index
     main = accelerator.is_main_process
