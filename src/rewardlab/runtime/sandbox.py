@@ -239,14 +239,16 @@ os.set_inheritable(lifeline, False)
 done = []
 class ChildExited(Exception):
     pass
+raised = []
 def on_child(signum, frame):
-    if not pid:
+    if not pid or raised:  # raise once, inside the try below; later SIGCHLDs (orphans dying) change nothing
         return
     if not done:
         found, status, usage = os.wait4(pid, os.WNOHANG)
         if found:
             done.append((status, usage))
     if done:
+        raised.append(True)
         raise ChildExited()
 def run_python(script):
     """Run `script` as __main__ in this (forked, unprivileged) interpreter: no second interpreter start-up."""
