@@ -141,6 +141,20 @@ def test_normalisation_ignores_blanks_at_line_edges_and_outer_blank_lines(
     assert all(line == " ".join(line.split()) for line in normalize_output(padded))
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=6))
+def test_value_is_the_fraction_of_passing_statements(outcomes: list[bool]) -> None:
+    reward = CodeExecution(**FAST)  # type: ignore[arg-type]
+    strict = CodeExecution(all_or_nothing=True, **FAST)  # type: ignore[arg-type]
+    tests = [f"assert {'ok' if good else 'not ok'}, 'case {i}'" for i, good in enumerate(outcomes)]
+    sample = Sample(response="ok = True", reference={"tests": tests})
+    score, binary = reward.score_one(sample), strict.score_one(sample)
+    assert score.value == pytest.approx(sum(outcomes) / len(outcomes))
+    assert binary.value == float(all(outcomes))
+    assert [t["passed"] for t in score.info["tests"]] == outcomes
+    assert all(t["error"] == f"AssertionError: case {t['index']}" for t in score.info["tests"] if not t["passed"])
+
+
 def test_parallel_workers_give_the_same_scores_in_order() -> None:
     samples = [Sample(response=f"def f():\n    return {i % 3}", reference={"tests": ["assert f() == 1"]})
                for i in range(6)]
