@@ -279,7 +279,8 @@ def test_lora_adapters_are_merged_on_save(tiny_backbones: dict[str, str], tmp_pa
 def test_bfloat16_backbone_keeps_a_float32_head(tiny_backbones: dict[str, str]) -> None:
     model = RewardModel.from_backbone(tiny_backbones["llama"], torch_dtype="bfloat16").eval()
     assert next(model.backbone.parameters()).dtype == torch.bfloat16 and model.head.weight.dtype == torch.float32
-    out = model.score_token_ids(token_ids(model, TEXTS))
+    with torch.no_grad():
+        out = model(*pad_sequences(token_ids(model, TEXTS), model.pad_token_id))
     assert out.rewards.dtype == torch.float32 and torch.isfinite(out.rewards).all()
 
 

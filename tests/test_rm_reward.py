@@ -104,8 +104,8 @@ def test_scores_do_not_depend_on_batch_composition(
         got = reward.score([SAMPLES[i] for i in chosen])
     finally:
         reward.batch_size = 16
-    for i, score in zip(chosen, got, strict=True):
-        assert score.value == pytest.approx(reference[i], abs=1e-6)
+    for i, score in zip(chosen, got, strict=True):  # check_reward's tolerance: float32 round-off only (~2e-7 rel)
+        assert score.value == pytest.approx(reference[i], rel=1e-6, abs=1e-6)
 
 
 _REWARDS: dict[str, rewardlab.Reward] = {}
@@ -148,6 +148,15 @@ def test_truncation_defaults_to_the_saved_policy(rm_folders: dict[str, str], tmp
     reward = rewardlab.load(f"rm:{folder}")
     assert isinstance(reward, ModelReward) and reward.truncation == "right"
     assert rewardlab.load({"rm": {"path": str(folder), "truncation": "prompt_left"}}).truncation == "prompt_left"  # type: ignore[attr-defined]
+
+
+def test_float64_scoring_is_exact_across_batch_compositions(rm_folders: dict[str, str]) -> None:
+    reward = rewardlab.load({"rm": {"path": rm_folders["gpt2"], "torch_dtype": "float64", "batch_size": 4}})
+    batched = [s.value for s in reward.score(SAMPLES)]
+    singles = [reward.score([s])[0].value for s in SAMPLES]
+    float32 = [s.value for s in rewardlab.load(f"rm:{rm_folders['gpt2']}").score(SAMPLES)]
+    assert batched == pytest.approx(singles, rel=1e-12, abs=1e-12)
+    assert batched == pytest.approx(float32, rel=1e-5)
 
 
 def test_normalize_uses_the_saved_mean_and_std(rm_folders: dict[str, str]) -> None:

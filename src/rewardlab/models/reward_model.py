@@ -133,6 +133,15 @@ def _unwrap_peft(backbone: nn.Module) -> nn.Module:
     return backbone
 
 
+def _linear(layer: nn.Linear, x: Tensor) -> Tensor:
+    """`layer(x)` computed in the dtype of `x` (the layer's own parameters are left as they are)."""
+    if layer.weight.dtype == x.dtype:
+        out: Tensor = layer(x)
+        return out
+    bias = None if layer.bias is None else layer.bias.to(x.dtype)
+    return nn.functional.linear(x, layer.weight.to(x.dtype), bias)
+
+
 def _tensors_for_file(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Contiguous CPU tensors with no shared storage (what safetensors accepts)."""
     seen: set[int] = set()
@@ -282,13 +291,17 @@ class RewardModel(nn.Module):
         if token_type_ids is not None and self._pass_token_type_ids:
             inputs["token_type_ids"] = token_type_ids
         hidden = self.backbone(**inputs).last_hidden_state
-        features = self.pool(hidden, attention_mask).to(self.head.weight.dtype)
-        values = self.head(features)
+        pooled = self.pool(hidden, attention_mask)
+        dtype = torch.promote_types(self.head.weight.dtype, pooled.dtype)  # fp32 head on bf16, fp64 on fp64
+        features = pooled.to(dtype)
+        values = _linear(self.head, features)
         if len(self.objective_names) == 1 and self.gate is None:
             return RewardOutput(rewards=values[:, 0], objectives=values)
         gate_weights = None
         if self.gate is not None:
-            gate_weights = torch.softmax(self.gate(features), dim=-1)
+            first, activation, second = self.gate
+            assert isinstance(first, nn.Linear) and isinstance(second, nn.Linear)
+            gate_weights = torch.softmax(_linear(second, activation(_linear(first, features))), dim=-1)
             rewards = (gate_weights * values).sum(dim=-1)
         else:
             rewards = values.mean(dim=-1)
@@ -301,7 +314,7 @@ class RewardModel(nn.Module):
         token_type_ids: Sequence[Sequence[int] | None] | None = None,
         batch_size: int = 16,
     ) -> RewardOutput:
-        """Score token-id lists in length-sorted batches (less padding); results in the input order, on CPU."""
+        """Score token-id lists in length-sorted batches (less padding); results in the input order, float64 on CPU."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         for i, sequence in enumerate(sequences):
@@ -312,8 +325,8 @@ class RewardModel(nn.Module):
         order = sorted(range(len(sequences)), key=lambda i: (-len(sequences[i]), i))
         device = self.head.weight.device
         k = len(self.objective_names)
-        rewards = torch.zeros(len(sequences), dtype=torch.float32)
-        objectives = torch.zeros(len(sequences), k, dtype=torch.float32)
+        rewards = torch.zeros(len(sequences), dtype=torch.float64)
+        objectives = torch.zeros(len(sequences), k, dtype=torch.float64)
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
@@ -324,9 +337,9 @@ class RewardModel(nn.Module):
                     types = pad_sequences(rows, 0)[0].to(device)
                 out = self(ids.to(device), mask.to(device), types)
                 index = torch.tensor(chunk, dtype=torch.long)
-                rewards[index] = out.rewards.float().cpu()
+                rewards[index] = out.rewards.double().cpu()
                 if out.objectives is not None:
-                    objectives[index] = out.objectives.float().cpu()
+                    objectives[index] = out.objectives.double().cpu()
         return RewardOutput(rewards=rewards, objectives=objectives)
 
     def score_encoded(self, encoded: Sequence[Any], *, batch_size: int = 16) -> RewardOutput:
