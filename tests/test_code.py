@@ -342,7 +342,9 @@ def test_a_scorer_that_dies_takes_its_running_programs_with_it(tmp_path: Path) -
         f"Sandbox(Limits(wall_seconds=60)).run_program(PYTHON, \"import os\\nos.execv('/bin/sleep', "
         f"['sleep', '{marker}'])\")\n"
     )
-    process = subprocess.Popen([sys.executable, str(scorer)], cwd=ROOT)
+    host_tmp = tmp_path / "host-tmp"
+    host_tmp.mkdir()
+    process = subprocess.Popen([sys.executable, str(scorer)], cwd=ROOT, env={**os.environ, "TMPDIR": str(host_tmp)})
     try:
         deadline = time.monotonic() + 10
         while not marker_processes(marker) and time.monotonic() < deadline:
@@ -355,6 +357,8 @@ def test_a_scorer_that_dies_takes_its_running_programs_with_it(tmp_path: Path) -
     while marker_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker_processes(marker) == []
+    if Sandbox().isolation.mount_namespace:  # the init removed the host-side directory as soon as it started
+        assert list(host_tmp.iterdir()) == []
 
 
 # --- fallbacks: no namespaces ----------------------------------------------------------------------------------

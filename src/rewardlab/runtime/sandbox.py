@@ -212,6 +212,16 @@ payload = {}
 for name in config["files"]:
     with open(os.path.join(config["payload_dir"], name), "rb") as handle:
         payload[name] = handle.read()
+# the payload is in memory now: remove it (and, with a mount namespace, the whole host directory), so that even a
+# scorer killed mid-run leaves nothing behind
+for name in os.listdir(config["payload_dir"]):
+    os.unlink(os.path.join(config["payload_dir"], name))
+os.rmdir(config["payload_dir"])
+if config["mount_namespace"]:
+    try:
+        os.rmdir(os.path.dirname(config["payload_dir"]))
+    except OSError:
+        pass
 uid = config["uid"]
 if config["mount_namespace"]:
     import ctypes
