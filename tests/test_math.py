@@ -345,6 +345,16 @@ def test_math500_golds_match_themselves_and_their_rewrites(shared_data: Path) ->
 
 
 @pytest.mark.real_data
+def test_math500_reference_solutions_match_their_gold(shared_data: Path) -> None:
+    rows = _rows(shared_data / "math500-test.jsonl.gz")
+    reward = rewardlab.load({"math": {"last_number": False}})
+    scores = reward.score([Sample(prompt=row["problem"], response=row["solution"], reference=row["answer"])
+                           for row in rows])
+    wrong = [(row["answer"], s.info.get("answer")) for row, s in zip(rows, scores, strict=True) if s.value != 1.0]
+    assert not wrong, f"{len(wrong)} of {len(rows)} solutions misjudged, e.g. {wrong[:5]}"
+
+
+@pytest.mark.real_data
 def test_gsm8k_solutions_score_one_and_wrong_endings_zero(shared_data: Path) -> None:
     rows = _rows(shared_data / "gsm8k-test.jsonl.gz")
     samples, labels = [], []

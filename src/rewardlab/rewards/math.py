@@ -195,6 +195,13 @@ def _infinity_sign(node: Node) -> int | None:
     return None
 
 
+def _divides_by_zero(node: Node) -> bool:
+    """True when the tree divides by something that is exactly zero (`\\frac{6}{0}`, `1/(2-2)`)."""
+    if node[0] == "/" and exact_value(node[2]) == 0:
+        return True
+    return any(isinstance(part, tuple) and _divides_by_zero(part) for part in node[1:])
+
+
 def _expr_equal(a: Node, b: Node, tolerance: float, symbolic: bool, budget: float) -> Verdict:
     if a == b:
         return Verdict(True, "tree")
@@ -216,7 +223,8 @@ def _expr_equal(a: Node, b: Node, tolerance: float, symbolic: bool, budget: floa
         )
         return Verdict(agree, "numeric")
     except (ValueError, OverflowError, ZeroDivisionError, ArithmeticError, KeyError, RecursionError):
-        pass
+        if _divides_by_zero(a) or _divides_by_zero(b):
+            return Verdict(False, "undefined")  # e.g. \frac 60: a division by a literal zero is no answer
     if symbolic:
         result = _sympy_equal(a, b, budget)
         if result is not None:
