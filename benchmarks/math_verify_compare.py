@@ -4,13 +4,16 @@ The labelled set is built from real data in ../shared/data:
 - MATH500 gold answers, each with rule-based equivalent rewrites and non-equivalent perturbations
   (`rewardlab.rewards._math_variants.variants`), embedded in model-style responses (boxed, "The answer is",
   <answer> tags), plus a hand-written table of harder rewrites of MATH500 golds (`HAND`);
+- MATH500 reference solutions (ending in `\\boxed{}`) against their own gold, and against another problem's
+  gold when both are plain rationals of different value;
 - GSM8K test problems: the reference solution text ending in the gold (`####`, "The answer is", boxed, with
   thousands commas) and wrong endings (off by one, ×10).
 
 Both checkers get the same (response, gold) pairs. rewardlab: `rewardlab.load("math").score(samples)` (default
 configuration, in-process). math-verify: `verify(parse(gold), parse(response))` with its defaults, each gold
-parsed once (`parse("\\boxed{gold}")`) — gold caching is granted to both sides. Caches are cleared and both
-get the same warm-up before timing.
+parsed once (`parse("\\boxed{gold}")`) — gold caching is granted to both sides. Both get the same warm-up (import time
+excluded on both sides); caches are emptied before each timed run and the best of `--repeats` runs counts.
+A third row times rewardlab with every cache emptied before each single check (its cold worst case).
 
     .venv/bin/python benchmarks/math_verify_compare.py            # full: 500 MATH golds, 400 GSM8K problems
     .venv/bin/python benchmarks/math_verify_compare.py --gsm8k-limit 100 --math-limit 100 --quiet
@@ -39,7 +42,14 @@ import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards import _math_parse
 from rewardlab.rewards import math as math_reward
-from rewardlab.rewards._math_variants import RESPONSE_TEMPLATES, gsm8k_gold, gsm8k_responses, respond, variants
+from rewardlab.rewards._math_variants import (
+    RESPONSE_TEMPLATES,
+    gsm8k_gold,
+    gsm8k_responses,
+    rational_of,
+    respond,
+    variants,
+)
 
 # math-verify's default `parse` does not read <answer> tags, so the agreement set uses only the templates that
 # both checkers read (boxed, "The answer is $...$"): the comparison is about equivalence, not tag formats.
@@ -193,6 +203,14 @@ def build_cases(math_limit: int, gsm8k_limit: int) -> list[Case]:
         for variant in variants(row["answer"], golds):
             response = respond(variant.answer, len(cases), TEMPLATES)
             cases.append(Case("math500", variant.rule, row["answer"], response, variant.equivalent))
+    # The reference solutions themselves (each ends in a \boxed{} answer) against their own `answer` field, and
+    # against another problem's gold when both golds are plain rationals with different values (label by value).
+    for i, row in enumerate(math_rows):
+        cases.append(Case("math500-solutions", "own_solution", row["answer"], row["solution"], True))
+        other = math_rows[(i * 7 + 3) % len(math_rows)]
+        mine, theirs = rational_of(row["answer"]), rational_of(other["answer"])
+        if mine is not None and theirs is not None and mine != theirs:
+            cases.append(Case("math500-solutions", "other_solution", other["answer"], row["solution"], False))
     for gold, answer, label in HAND:
         cases.append(Case("math500-hand", "hand", gold, respond(answer, len(cases), TEMPLATES), label))
     for row in read_jsonl(DATA / "gsm8k-test.jsonl.gz")[:gsm8k_limit]:
@@ -212,64 +230,96 @@ def _clear_rewardlab_caches() -> None:
         cached.cache_clear()
 
 
-def run_rewardlab(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
-    """Verdicts of `rewardlab.load("math")` and the seconds it took (cold caches, one warm-up batch first)."""
+def run_rewardlab(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
+    """Verdicts of `rewardlab.load("math")` and the best seconds of `repeats` runs (caches emptied before each)."""
     reward = rewardlab.load("math")
     samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
-    reward.score(samples[:20])  # warm-up: imports and regex compilation, same as math-verify gets
-    _clear_rewardlab_caches()
+    reward.score(samples[:20])  # warm-up: regex compilation, same as math-verify gets
+    import sympy  # noqa: F401 - math-verify imports sympy at import time; import time is excluded on both sides
+
+    best = float("inf")
     verdicts: list[bool] = []
     batch = 256
     with _progress(quiet) as progress:
-        task = progress.add_task("rewardlab math", total=len(samples))
-        start = time.perf_counter()
-        for i in range(0, len(samples), batch):
-            scores = reward.score(samples[i : i + batch])
-            verdicts.extend(s.value == 1.0 for s in scores)
-            progress.advance(task, len(scores))
-        elapsed = time.perf_counter() - start
-    return verdicts, elapsed
+        task = progress.add_task("rewardlab math", total=len(samples) * repeats)
+        for _ in range(repeats):
+            _clear_rewardlab_caches()
+            verdicts = []
+            start = time.perf_counter()
+            for i in range(0, len(samples), batch):
+                scores = reward.score(samples[i : i + batch])
+                verdicts.extend(s.value == 1.0 for s in scores)
+                progress.advance(task, len(scores))
+            best = min(best, time.perf_counter() - start)
+    return verdicts, best
 
 
-def run_rewardlab_uncached(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
-    """The same, but every parse/compare cache emptied before each check (the cold worst case)."""
+def run_rewardlab_uncached(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
+    """The same, but every parse/compare cache emptied before each check (the cold worst case); best of runs."""
     reward = rewardlab.load("math")
     samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
     verdicts: list[bool] = []
-    elapsed = 0.0
+    best = float("inf")
     with _progress(quiet) as progress:
-        task = progress.add_task("rewardlab math, no caches", total=len(samples))
-        for sample in samples:
-            _clear_rewardlab_caches()
+        task = progress.add_task("rewardlab math, no caches", total=len(samples) * repeats)
+        for _ in range(repeats):
+            verdicts = []
+            elapsed = 0.0
+            for sample in samples:
+                _clear_rewardlab_caches()
+                start = time.perf_counter()
+                verdicts.append(reward.score([sample])[0].value == 1.0)
+                elapsed += time.perf_counter() - start
+                progress.advance(task)
+            best = min(best, elapsed)
+    return verdicts, best
+
+
+def run_rewardlab_isolated(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
+    """rewardlab with the runtime's hard per-sample timeout (each sample in a killable worker process)."""
+    reward = rewardlab.load("math").configure(timeout=10.0)
+    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
+    try:
+        reward.score(samples[:20])  # starts the worker
+        verdicts: list[bool] = []
+        with _progress(quiet) as progress:
+            task = progress.add_task("rewardlab math, timeout=10 (process)", total=len(samples))
             start = time.perf_counter()
-            verdicts.append(reward.score([sample])[0].value == 1.0)
-            elapsed += time.perf_counter() - start
-            progress.advance(task)
+            for i in range(0, len(samples), 256):
+                scores = reward.score(samples[i : i + 256])
+                verdicts.extend(s.value == 1.0 for s in scores)
+                progress.advance(task, len(scores))
+            elapsed = time.perf_counter() - start
+    finally:
+        reward.close()
     return verdicts, elapsed
 
 
-def run_math_verify(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
-    """Verdicts of math-verify (`verify(parse(gold), parse(response))`, defaults) and the seconds it took."""
+def run_math_verify(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
+    """Verdicts of math-verify (`verify(parse(gold), parse(response))`, defaults) and the best seconds of runs."""
     from math_verify import parse, verify
 
     for case in cases[:20]:  # same warm-up
         verify(parse("\\boxed{" + case.gold + "}"), parse(case.response))
-    gold_cache: dict[str, Any] = {}
     verdicts: list[bool] = []
+    best = float("inf")
     with _progress(quiet) as progress:
-        task = progress.add_task("math-verify", total=len(cases))
-        start = time.perf_counter()
-        for case in cases:
-            gold = gold_cache.get(case.gold)
-            if gold is None:
-                gold = gold_cache[case.gold] = parse("\\boxed{" + case.gold + "}")
-            try:
-                verdicts.append(bool(verify(gold, parse(case.response))))
-            except Exception:
-                verdicts.append(False)
-            progress.advance(task)
-        elapsed = time.perf_counter() - start
-    return verdicts, elapsed
+        task = progress.add_task("math-verify", total=len(cases) * repeats)
+        for _ in range(repeats):
+            gold_cache: dict[str, Any] = {}
+            verdicts = []
+            start = time.perf_counter()
+            for case in cases:
+                gold = gold_cache.get(case.gold)
+                if gold is None:
+                    gold = gold_cache[case.gold] = parse("\\boxed{" + case.gold + "}")
+                try:
+                    verdicts.append(bool(verify(gold, parse(case.response))))
+                except Exception:
+                    verdicts.append(False)
+                progress.advance(task)
+            best = min(best, time.perf_counter() - start)
+    return verdicts, best
 
 
 def accuracy(verdicts: list[bool], cases: list[Case], keep: Any = None) -> dict[str, Any]:
@@ -290,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--math-limit", type=int, default=500, help="MATH500 gold answers to use (500)")
     parser.add_argument("--gsm8k-limit", type=int, default=400, help="GSM8K test problems to use (400)")
     parser.add_argument("--output", type=Path, default=RESULT, help=f"JSON result file ({RESULT.name})")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per checker; the best counts (3)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--show-disagreements", type=int, default=0, metavar="N",
                         help="print up to N cases where a checker is wrong")
@@ -298,13 +349,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: real data folder {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
         return 1
     cases = build_cases(args.math_limit, args.gsm8k_limit)
-    ours, our_seconds = run_rewardlab(cases, args.quiet)
-    theirs, their_seconds = run_math_verify(cases, args.quiet)
-    cold, cold_seconds = run_rewardlab_uncached(cases, args.quiet)
+    ours, our_seconds = run_rewardlab(cases, args.quiet, args.repeats)
+    theirs, their_seconds = run_math_verify(cases, args.quiet, args.repeats)
+    cold, cold_seconds = run_rewardlab_uncached(cases, args.quiet, args.repeats)
     distinct_pairs = len({(c.response, c.gold) for c in cases})
+    isolated_cases = cases[:: max(1, len(cases) // 1000)]
+    _clear_rewardlab_caches()
+    _, isolated_seconds = run_rewardlab_isolated(isolated_cases, args.quiet)
 
     datasets = {"all": None, "math500 (rules)": lambda c: c.dataset == "math500",
                 "math500 (hand)": lambda c: c.dataset == "math500-hand",
+                "math500 (solutions)": lambda c: c.dataset == "math500-solutions",
                 "math500 (all)": lambda c: c.dataset.startswith("math500"),
                 "gsm8k": lambda c: c.dataset == "gsm8k"}
     rules = sorted({(c.dataset.split("-")[0], c.rule) for c in cases})
@@ -314,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "processor": platform.processor() or platform.machine()},
         "cases": len(cases),
+        "timing": f"best of {args.repeats} runs per checker; other processes shared the machine's cores",
         "labels": dict(collections.Counter("equivalent" if c.equivalent else "not equivalent" for c in cases)),
         "checkers": {
             "rewardlab": {"seconds": our_seconds, "checks_per_second": len(cases) / our_seconds,
@@ -324,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
                             "accuracy": {k: accuracy(theirs, cases, f) for k, f in datasets.items()}},
         },
         "distinct_response_gold_pairs": distinct_pairs,
+        "rewardlab_process_isolated": {
+            "cases": len(isolated_cases), "seconds": isolated_seconds,
+            "checks_per_second": len(isolated_cases) / isolated_seconds,
+            "note": "configure(timeout=10): every sample sent to a killable worker process (one worker)",
+        },
         "speedup": their_seconds / our_seconds,
         "speedup_no_caches": their_seconds / cold_seconds,
         "checker_agreement": sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(cases),
@@ -345,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
-    console = Console()
+    console = Console(width=160)
     table = Table(title=f"math final-answer checking: {len(cases)} labelled (response, gold) pairs from real data")
     table.add_column("checker")
     for name in datasets:
@@ -360,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"the two checkers agree on {result['checker_agreement']:.4f}"
                   f" of cases; n per column: " + ", ".join(
                       f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
+    console.print(f"rewardlab with a hard per-sample timeout (process isolation, 1 worker): "
+                  f"{result['rewardlab_process_isolated']['checks_per_second']:,.0f} checks/s "
+                  f"on {len(isolated_cases)} of the cases")
     rule_table = Table(title="accuracy by rewrite rule")
     for column in ("rule", "n", "rewardlab", "math-verify"):
         rule_table.add_column(column, justify="left" if column == "rule" else "right")
