@@ -174,6 +174,19 @@ HAND: list[tuple[str, str, bool]] = [
     ("204_5", "204_{5}", True),
     ("204_5", "205_5", False),
     ("2516_8", "2516_{8}", True),
+    ("(-\\infty, 0]", "x \\le 0", True),
+    ("(2,\\infty)", "x > 2", True),
+    ("(5,\\infty)", "x \\ge 5", False),
+    ("(3,4]", "3 < x \\le 4", True),
+    ("(3,4]", "3 \\le x \\le 4", False),
+    ("y = 2x + 3", "2x+3", True),
+    ("x^5 - x^4 + x^3 - x^2 + x - 1", "(x-1)(x^4+x^2+1)", True),
+    ("x^5 - x^4 + x^3 - x^2 + x - 1", "(x+1)(x^4+x^2+1)", False),
+    ("2k", "k+k", True),
+    ("\\text{even}", "even function", True),
+    ("\\text{ellipse}", "an ellipse", True),
+    ("26000", "26 000", True),
+    ("58,500", "58500 dollars", True),
 ]
 
 

@@ -71,6 +71,15 @@ EQUIVALENT = [
     (r"\lfloor 3.7 \rfloor", "3"),
     (r"e^{i\pi}", "-1"),
     ("204_{5}", "204_5"),
+    ("x < 2", r"(-\infty, 2)"),
+    (r"x \ge 3", r"[3, \infty)"),
+    (r"-1 < x \leq 4", "(-1, 4]"),
+    (r"x < 2 \text{ or } x > 3", r"(-\infty, 2) \cup (3, \infty)"),
+    ("f(x) = 2x+3", "2x+3"),
+    ("26 000", "26000"),
+    (r"10\,000", "10000"),
+    ("18 apples", "18"),
+    (r"x=2 \text{ or } x=3", "2, 3"),
 ]
 
 NOT_EQUIVALENT = [
@@ -95,6 +104,9 @@ NOT_EQUIVALENT = [
     ("(C)", r"\text{(B)}"),
     ("205_5", "204_5"),
     (r"\tan x", r"\cot x"),
+    ("x < 2", r"(-\infty, 2]"),
+    (r"3 \le x \le 4", "(3, 4]"),
+    ("3 and 5", "3"),
 ]
 
 

@@ -98,6 +98,8 @@ _TRAILING_UNIT = re.compile(r"(?<=[\d}\s.])\s*" + _UNIT_WORDS + r"(?:\s*\^\s*\{?
 _SPACED_SHORT_UNIT = re.compile(r"(?<=\d)\s+(?:m|g|s|h|l)(?:\^\{?\d\}?)?$")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_MARK = re.compile(r"(?<=\d),\\!\s*(?=\d{3})")
+_THOUSANDS_SPACED = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
+_COUNTED = re.compile(r"(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s+([a-zA-Z][a-zA-Z\s]*)")
 _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _MEMBER = re.compile(r"^[a-zA-Z]\s*(?:\\in|∈)\s*")
 _FRAC_WORDS = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
@@ -179,6 +181,11 @@ def _normalize(s: str) -> str:
         s = _SPACED_SHORT_UNIT.sub("", s).strip()
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
+    elif _THOUSANDS_SPACED.fullmatch(s):
+        s = s.replace(" ", "")
+    counted = _COUNTED.fullmatch(s)
+    if counted and not re.search(r"\b(?:and|or)\b", counted.group(2)):
+        s = counted.group(1)  # "18 apples" → 18
     mixed = _MIXED.fullmatch(s)
     if mixed:
         sign, whole, num, den = mixed.groups()
@@ -311,6 +318,8 @@ class _Parser:
                 self.take()
                 node = ("/", node, self.unary())
             elif self._starts_factor(kind, text):
+                if kind == "num" and self.tokens[self.i - 1][0] == "num":
+                    raise ParseError(f"two numbers side by side before {text!r}")
                 node = ("*", node, self.power())
             else:
                 return node
@@ -592,10 +601,50 @@ def _imaginary(node: Node) -> Node:
     return (node[0], *(_imaginary(part) if isinstance(part, tuple) else part for part in node[1:]))
 
 
+_INEQUALITY = re.compile(r"\\(?:leq?|geq?|lt|gt|leqslant|geqslant)(?![a-zA-Z])|<=|>=|≤|≥|<|>")
+_VARIABLE = re.compile(r"\s*[a-zA-Z]\s*")
+_NEG_INF: Node = ("neg", ("inf",))
+
+
+def _inequality(s: str) -> Ordered | None:
+    """`x < 2` → (-∞, 2); `x \\ge 3` → [3, ∞); `-1 < x \\le 4` → (-1, 4]; None when `s` is not such a range."""
+    ops = _INEQUALITY.findall(s)
+    if not ops or len(ops) > 2:
+        return None
+    parts = _INEQUALITY.split(s)
+    less = [op in ("<", "<=", "≤") or op.startswith(("\\le", "\\lt")) for op in ops]
+    strict = [op in ("<", ">") or op in ("\\lt", "\\gt") for op in ops]
+    if len(ops) == 1:
+        left, right = parts
+        if _VARIABLE.fullmatch(left) and not _VARIABLE.fullmatch(right):
+            bound = parse_expression(right)
+            if less[0]:
+                return Ordered("(", ")" if strict[0] else "]", (Expr(_NEG_INF), Expr(bound)))
+            return Ordered("(" if strict[0] else "[", ")", (Expr(bound), Expr(("inf",))))
+        if _VARIABLE.fullmatch(right) and not _VARIABLE.fullmatch(left):
+            bound = parse_expression(left)
+            if less[0]:
+                return Ordered("(" if strict[0] else "[", ")", (Expr(bound), Expr(("inf",))))
+            return Ordered("(", ")" if strict[0] else "]", (Expr(_NEG_INF), Expr(bound)))
+        return None
+    low, middle, high = parts
+    if not _VARIABLE.fullmatch(middle) or less[0] != less[1]:
+        return None
+    if not less[0]:
+        low, high = high, low
+        strict = strict[::-1]
+    return Ordered("(" if strict[0] else "[", ")" if strict[1] else "]",
+                   (Expr(parse_expression(low)), Expr(parse_expression(high))))
+
+
 def _structure(s: str) -> Answer:
     s = s.strip()
     if not s:
         raise ParseError("empty answer")
+    if _INEQUALITY.search(s):
+        ranged = _inequality(s)
+        if ranged is not None:
+            return ranged
     matrix = _MATRIX.fullmatch(s)
     if matrix:
         rows = [r for r in re.split(r"\\\\", matrix.group(2)) if r.strip()]

@@ -239,7 +239,7 @@ def _difference(eq: Equation) -> Node:
 
 def _equations_equal(p: Equation, g: Equation, tolerance: float, symbolic: bool, budget: float) -> Verdict:
     """Same equation: same variable on the left and equal right sides, or lhs−rhs proportional."""
-    if p.lhs[0] == "s" and p.lhs == g.lhs:
+    if _is_name(p.lhs) and p.lhs == g.lhs:
         return _expr_equal(p.rhs, g.rhs, tolerance, symbolic, budget)
     dp, dg = _difference(p), _difference(g)
     symbols = free_symbols(dp) | free_symbols(dg)
@@ -279,6 +279,13 @@ def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], tolerance: floa
     return all(assign(i, set()) for i in range(len(ps)))
 
 
+def _is_name(node: Node) -> bool:
+    """A left-hand side that only names the answer: `x`, `k`, `f(x)`."""
+    if node[0] == "s":
+        return True
+    return node[0] == "*" and node[1][0] == "s" and _is_name(node[2])
+
+
 def _flat_matrix(m: Matrix) -> tuple[Answer, ...] | None:
     """A one-row or one-column matrix as a sequence (vectors compare with tuples)."""
     if len(m.rows) == 1:
@@ -296,9 +303,9 @@ def _answer_equal(p: Answer, g: Answer, tolerance: float, symbolic: bool, budget
         return _answer_equal(p.items[0], g, tolerance, symbolic, budget)
     if isinstance(p, Equation) and isinstance(g, Equation):
         return _equations_equal(p, g, tolerance, symbolic, budget)
-    if isinstance(g, Equation) and g.lhs[0] == "s" and not isinstance(p, Equation):
+    if isinstance(g, Equation) and _is_name(g.lhs) and not isinstance(p, Equation):
         return _answer_equal(p, Expr(g.rhs), tolerance, symbolic, budget)
-    if isinstance(p, Equation) and p.lhs[0] == "s":
+    if isinstance(p, Equation) and _is_name(p.lhs):
         return _answer_equal(Expr(p.rhs), g, tolerance, symbolic, budget)
     if isinstance(p, Expr) and isinstance(g, Expr):
         return _expr_equal(p.node, g.node, tolerance, symbolic, budget)
