@@ -300,5 +300,6 @@ def test_minilm_reward_model_saves_reloads_and_scores(tmp_path: Path) -> None:
     hf = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     ids, mask = pad_sequences(encoded, tokenizer.pad_token_id)
     with torch.no_grad():
-        torch.testing.assert_close(hf(input_ids=ids, attention_mask=mask).logits[:, 0], before, atol=1e-4, rtol=1e-4)
+        theirs = hf(input_ids=ids, attention_mask=mask).logits[:, 0].double()
+    torch.testing.assert_close(theirs, before, atol=1e-4, rtol=1e-4)
     assert metadata["max_length"] == 128
