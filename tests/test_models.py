@@ -209,6 +209,8 @@ def test_round_trip_keeps_scores_heads_and_metadata(
              "training_config": {"loss": "bt", "lr": 1e-5}}
     folder = model.save_pretrained(tmp_path / "rm", metadata=stats)
     assert read_metadata(folder)["layout"] == "backbone_and_head"
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["mean"], config["std"]) == (0.5, 2.0)  # where OpenRLHF looks for normalisation stats
     loaded, tokenizer, metadata = load_reward_model(folder)
     assert not loaded.training
     assert {k: metadata[k] for k in stats} == stats

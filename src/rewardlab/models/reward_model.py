@@ -430,9 +430,12 @@ class RewardModel(nn.Module):
                 heads.update({f"gate.{name}": value for name, value in self.gate.state_dict().items()})
             save_file(_tensors_for_file(heads), str(folder / HEAD_FILE), metadata={"format": "pt"})
             layout = LAYOUT_BACKBONE_AND_HEAD
+        record: dict[str, Any] = {**self.metadata, **(metadata or {})}
+        mean, std = record.get("reward_mean"), record.get("reward_std")
+        if isinstance(mean, int | float) and isinstance(std, int | float):
+            config.mean, config.std = float(mean), float(std)  # OpenRLHF reads these for --normalize_reward
         config.save_pretrained(str(folder))
         tokenizer.save_pretrained(str(folder))
-        record: dict[str, Any] = {**self.metadata, **(metadata or {})}
         record.update(
             {
                 "format_version": FORMAT_VERSION,
