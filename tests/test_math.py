@@ -107,6 +107,7 @@ NOT_EQUIVALENT = [
     ("x < 2", r"(-\infty, 2]"),
     (r"3 \le x \le 4", "(3, 4]"),
     ("3 and 5", "3"),
+    ("0", "1e310"),  # beyond float range: compared as exact rationals, no OverflowError
 ]
 
 
@@ -201,6 +202,21 @@ def test_polynomial_terms_in_any_order_are_equivalent(coefficients: list[int], r
     assert equivalent("".join(shuffled), "".join(terms))
     changed = "".join(terms) + "+1"
     assert not equivalent(changed, "".join(terms))
+
+
+LATEX_PIECES = [*"0123456789+-*/^_{}()[],.=<>!| abcxyzie", "\\frac", "\\sqrt", "\\pi", "\\pm", "\\infty", "\\text{",
+                "\\cup", "\\le", "\\{", "\\}", "\\begin{pmatrix}", "\\end{pmatrix}", "\\\\", "&", "\\log_", "\\sin",
+                "\\lfloor", "\\rfloor", "\\binom", "%", "\\$", "^\\circ", "\\left(", "\\right)", "9^9^9", "1e310"]
+latex_soup = st.lists(st.sampled_from(LATEX_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(latex_soup, latex_soup)
+def test_any_latex_soup_gets_a_verdict_and_matches_itself(a: str, b: str) -> None:
+    verdict = compare_answers(a, b)
+    assert isinstance(verdict.equal, bool) and verdict.path
+    if a.strip():
+        assert equivalent(a, a)
 
 
 # ------------------------------------------------------------------------------------------- extraction

@@ -214,7 +214,8 @@ def _expr_equal(a: Node, b: Node, tolerance: float, symbolic: bool, budget: floa
             return Verdict(True, "exact")
         if not (is_inexact(a) or is_inexact(b)):
             return Verdict(False, "exact")
-        return Verdict(_close(complex(float(exact_a)), complex(float(exact_b)), tolerance), "exact")
+        bound = Fraction(tolerance) * max(abs(exact_a), abs(exact_b))
+        return Verdict(abs(exact_a - exact_b) <= bound, "exact")
     symbols = free_symbols(a) | free_symbols(b)
     try:
         agree = all(
