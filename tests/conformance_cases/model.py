@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ def build_tiny_rm() -> str:
     from tests.tiny_models import tiny_bert
 
     root = Path(tempfile.mkdtemp(prefix="rewardlab-rm-case-"))
+    atexit.register(shutil.rmtree, root, True)
     torch.manual_seed(0)
     model = RewardModel.from_backbone(tiny_bert(root / "backbone"), objectives=["helpful", "harmless"], gating=True)
     with torch.no_grad():  # rewards of order 1, as a trained model gives (the default init gives ~0.01)
