@@ -194,7 +194,6 @@ def test_exact_resume_after_a_simulated_kill(tmp_path: Path, bert: str) -> None:
     a, b = saved_weights(full.output_dir), saved_weights(resumed.output_dir)
     for name in a:
         assert torch.equal(a[name], b[name]), name
-    assert resumed.metrics["eval_accuracy"] if "eval_accuracy" in resumed.metrics else True
     assert resumed.metrics["pairs_trained"] == full.metrics["pairs_trained"] == 100
 
 

