@@ -236,6 +236,8 @@ def test_any_latex_soup_gets_a_verdict_and_matches_itself(a: str, b: str) -> Non
         ("**Final Answer:** 18 apples.", "18", "answer_is"),
         ("The answer is $\\$36$", "\\$36", "answer_is"),
         ("I tried 3 and then 7, -2.5 works", "-2.5", "last_number"),
+        ("To answer this, note that 3 + 4 = 7", "7", "last_number"),
+        ("The answer is\n$$\\frac{1}{2}$$", "\\frac{1}{2}", "answer_is"),
         ("nothing here", None, None),
     ],
 )
