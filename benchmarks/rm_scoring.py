@@ -49,6 +49,7 @@ def main() -> None:
     model = reward._load()  # type: ignore[attr-defined]
     encoded = [encode_sample(model.tokenizer, s.prompt, s.response, max_length=args.max_length) for s in samples]
     lengths = [len(e.input_ids) for e in encoded]
+    segments = model.uses_token_type_ids  # feed BERT segment ids exactly when the model (and so rm:) does
 
     rows = []
     reward.score(samples[:4])  # warm-up
@@ -69,7 +70,8 @@ def main() -> None:
         for i in range(0, len(encoded), args.batch_size):
             chunk = encoded[i : i + args.batch_size]
             ids, mask = pad_sequences([e.input_ids for e in chunk], model.pad_token_id)
-            types, _ = pad_sequences([e.token_type_ids or [0] * len(e.input_ids) for e in chunk], 0)
+            rows_types = [e.token_type_ids or [0] * len(e.input_ids) for e in chunk]
+            types = pad_sequences(rows_types, 0)[0] if segments else None
             in_order.extend(model(ids, mask, types).rewards.tolist())
     rows.append(("input-order batches (model only)", time.perf_counter() - start, in_order,
                  _padding(lengths, args.batch_size)))
@@ -78,7 +80,7 @@ def main() -> None:
     singles: list[float] = []
     with torch.inference_mode():
         for e in encoded:
-            types = torch.tensor([e.token_type_ids]) if e.token_type_ids is not None else None
+            types = torch.tensor([e.token_type_ids]) if segments and e.token_type_ids is not None else None
             singles.append(float(model(torch.tensor([e.input_ids]), None, types).rewards[0]))
     rows.append(("one at a time (model only)", time.perf_counter() - start, singles, 0.0))
 
