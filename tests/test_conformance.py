@@ -13,8 +13,11 @@ from rewardlab.testing import check_reward
 from tests import conformance_cases
 
 
-def _collect(attr: str) -> dict[str, tuple[Any, list[rewardlab.Sample]]]:
-    cases: dict[str, tuple[Any, list[rewardlab.Sample]]] = {}
+Case = tuple[Any, ...]  # (spec, samples) or (spec, samples, check_reward keyword options)
+
+
+def _collect(attr: str) -> dict[str, Case]:
+    cases: dict[str, Case] = {}
     for info in pkgutil.iter_modules(conformance_cases.__path__):
         module = importlib.import_module(f"{conformance_cases.__name__}.{info.name}")
         for name, case in getattr(module, attr, {}).items():
@@ -39,10 +42,11 @@ def test_every_combinator_has_a_case() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_registered_reward_conforms(name: str) -> None:
-    spec, samples = CASES[name]
+    spec, samples, *rest = CASES[name]
+    options: dict[str, Any] = rest[0] if rest else {}
     reward = rewardlab.load(spec() if callable(spec) else spec)
     try:
-        report = check_reward(reward, samples)
+        report = check_reward(reward, samples, **options)
     finally:
         reward.close()
     assert "hostile" in report.passed and "pickle" in report.passed

@@ -38,6 +38,7 @@ def build_tiny_rm() -> str:
     return f"rm:{root / 'rm'}"
 
 
-CASES: dict[str, tuple[Any, list[Sample]]] = {
-    "rm:PATH": (build_tiny_rm, SAMPLES),
+# float32 scores drift ~1e-7 relative with batch composition; the bound for rm: is 1e-4
+CASES: dict[str, tuple[Any, ...]] = {
+    "rm:PATH": (build_tiny_rm, SAMPLES, {"atol": 1e-4}),
 }
