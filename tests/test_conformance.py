@@ -12,7 +12,6 @@ import rewardlab
 from rewardlab.testing import check_reward
 from tests import conformance_cases
 
-
 Case = tuple[Any, ...]  # (spec, samples) or (spec, samples, check_reward keyword options)
 
 
