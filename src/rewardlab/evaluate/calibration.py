@@ -72,7 +72,8 @@ def fit_temperature(margins: ArrayLike, labels: ArrayLike | None = None) -> floa
     if nonzero.size == 0:
         return None
     scale = float(np.median(nonzero))
-    d = d / scale  # search in units of the typical margin: T = scale / β
+    with np.errstate(over="ignore"):  # a margin 1e300 times the median one is as good as infinite
+        d = d / scale  # search in units of the typical margin: T = scale / β
 
     def nll(log_beta: float) -> float:
         return _mean_nll(d * math.exp(log_beta), y)
