@@ -213,14 +213,18 @@ def test_cli_end_to_end_hh_format(tmp_path: Path) -> None:
         for row in _hh_rows(12):
             handle.write(json.dumps(row) + "\n")
     out = tmp_path / "out"
+    weights = tmp_path / "weights.json"
+    weights.write_text('{"default": "Harmless"}')
     proc = run_cli("eval", "--reward", "length", "--reward", WORDS, "--data", str(data), "--output", str(out),
-                   "--rows", "2:12", "--robustness-pairs", "5", "--quiet")
+                   "--rows", "2:12", "--robustness-pairs", "5", "--subset-weights", str(weights), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "pairwise accuracy" in proc.stdout and "length(unit=words)" in proc.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_pairs"] == 10 and metrics["data"]["rows"] == "2:12"
     assert set(metrics["rewards"]) == {"length", "length(unit=words)"}
     assert metrics["robustness"]["pairs_probed"] == 5
+    assert metrics["sections"]["score"] == metrics["pairwise_accuracy"]  # one section holding every pair
+    assert metrics["provenance"]["subset_weights"]["sections"] == {"default": "Harmless"}
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 1 + 3 * 2 + 1  # subsets, 3 per reward, robustness
 
