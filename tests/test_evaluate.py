@@ -223,7 +223,7 @@ def test_cli_end_to_end_hh_format(tmp_path: Path) -> None:
     assert metrics["n_pairs"] == 10 and metrics["data"]["rows"] == "2:12"
     assert set(metrics["rewards"]) == {"length", "length(unit=words)"}
     assert metrics["robustness"]["pairs_probed"] == 5
-    assert metrics["sections"]["score"] == metrics["pairwise_accuracy"]  # one section holding every pair
+    assert metrics["sections"]["score"] == pytest.approx(metrics["pairwise_accuracy"])  # one section, every pair
     assert metrics["provenance"]["subset_weights"]["sections"] == {"default": "Harmless"}
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 1 + 3 * 2 + 1  # subsets, 3 per reward, robustness
