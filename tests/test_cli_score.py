@@ -125,6 +125,16 @@ def test_atomic_writer_keeps_the_old_file_on_error(tmp_path: Path) -> None:
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
 
 
+def test_atomic_writer_gives_an_ordinary_file_mode(tmp_path: Path) -> None:
+    umask = os.umask(0o022)
+    try:
+        with atomic_writer(tmp_path / "f.txt") as handle:
+            handle.write("x")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+
+
 def test_list_prints_every_reward() -> None:
     done = run_cli("list", "--json")
     assert done.returncode == 0
