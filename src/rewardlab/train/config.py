@@ -62,9 +62,10 @@ class TrainConfig:
     """BERT-like backbones: feed segment ids (prompt 0, response 1); saved so `rm:` scoring does the same."""
     freeze_embeddings: bool = True
     """Keep the token-embedding matrix frozen (faster steps; the embeddings are pretrained)."""
-    freeze_layers: int = 3
-    """Also freeze all embeddings and the first N transformer layers (no backward through them: faster; with
-    little data it also generalises better — see docs/training.md). 0 = train every layer."""
+    freeze_layers: int = 5
+    """Also freeze all embeddings and the first N transformer layers (no backward through them: faster; on small
+    preference sets the accuracy holds — see docs/training.md). Capped at the backbone's layers minus one;
+    0 = train every layer."""
     disable_dropout: bool = True
     """Turn the backbone's dropout off (as TRL's RewardConfig does); also makes runs reproducible across layouts."""
     precision: str = "auto"

