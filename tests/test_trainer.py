@@ -266,7 +266,7 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path: Path, bert
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "rewardlab", "train",
          "--data", str(data), "--output", str(tmp_path / "p2"), "--backbone", bert, "--max-steps", "4",
          "--lr", "2e-3", "--batch-size", "8", "--max-length", "32", "--eval-split", "0", "--precision", "fp32",
-         "--num-threads", "1", "--save-every", "0", "--quiet"],
+         "--num-threads", "1", "--save-every", "0", "--freeze-layers", "0", "--quiet"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )
     assert two.returncode == 0, two.stderr[-3000:]

@@ -33,7 +33,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                         help="where the data, model and report go (./rewardlab-quickstart)")
     parser.add_argument("--pairs", type=int, default=QUICKSTART_PAIRS, metavar="N",
                         help=f"preference pairs to generate, 20%% held out ({QUICKSTART_PAIRS})")
-    parser.add_argument("--epochs", type=float, default=1.0, help="training epochs (1)")
+    parser.add_argument("--epochs", type=float, default=2.0, help="training epochs (2)")
     parser.add_argument("--backbone", default="minilm", help="backbone to train (minilm)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data and the training (0)")
     parser.set_defaults(run=run_quickstart)

@@ -28,6 +28,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--warmup-ratio", "warmup_ratio", float, "fraction of steps for linear warm-up (0.1)"),
     ("--weight-decay", "weight_decay", float, "AdamW weight decay (0)"),
     ("--lora-r", "lora_r", int, "LoRA rank; 0 = full fine-tuning (0)"),
+    ("--freeze-layers", "freeze_layers", int, "freeze the embeddings and the lowest N transformer layers (5)"),
     ("--lora-alpha", "lora_alpha", int, "LoRA alpha (2 x rank)"),
     ("--precision", "precision", str, "auto (bf16 where supported), bf16 or fp32"),
     ("--seed", "seed", int, "random seed (0)"),
