@@ -306,3 +306,37 @@ def test_quickstart_end_to_end_in_a_reduced_size(tmp_path: Path, bert: str) -> N
     assert all(row["verifier_accuracy"] == 1.0 for row in report["subsets"].values())
     assert f"model: {out / 'model'}" in done.stdout and (out / "report.md").is_file()
     assert (out / "data" / "train.jsonl").is_file() and (out / "model" / "rewardlab.json").is_file()
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path: Path, bert: str) -> None:
+    import signal
+    import time
+
+    data = write_pairs(tmp_path / "pairs.jsonl", easy_pairs(64))
+    common = ["--data", str(data), "--backbone", bert, "--epochs", "6", "--lr", "2e-3", "--batch-size", "8",
+              "--max-length", "32", "--eval-split", "0", "--precision", "fp32", "--num-threads", "1",
+              "--freeze-layers", "0", "--save-every", "5", "--quiet"]
+    full = run_cli("train", "--output", str(tmp_path / "full"), *common)
+    assert full.returncode == 0, full.stderr
+    killed_dir = tmp_path / "killed"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "rewardlab", "train", "--output", str(killed_dir), *common],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if list((killed_dir / "checkpoints").glob("step-*")):
+            break
+        time.sleep(0.05)
+    if process.poll() is not None:
+        pytest.skip("the run finished before a checkpoint could be interrupted (machine too fast for this test)")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed_dir / "metrics.json").exists()
+    resumed = run_cli("train", "--output", str(killed_dir), *common, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    metrics = json.loads((killed_dir / "metrics.json").read_text())
+    assert metrics["resumed_from"] is not None
+    a, b = saved_weights(tmp_path / "full"), saved_weights(killed_dir)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
