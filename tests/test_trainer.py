@@ -340,3 +340,21 @@ def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path: Path, be
     a, b = saved_weights(tmp_path / "full"), saved_weights(killed_dir)
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+@pytest.mark.real_model
+def test_hh_rlhf_pairs_are_truncated_and_counted_never_dropped(tmp_path: Path, shared_data: Path) -> None:
+    from rewardlab.data.preference import load_preferences
+
+    source = shared_data / "hh-rlhf-harmless-1800.jsonl.gz"
+    pairs = list(load_preferences(source, limit=64))
+    result = train_reward_model(
+        TrainConfig(output=str(tmp_path / "hh"), max_steps=2, batch_size=16, num_threads=1, save_every=0),
+        pairs=pairs, eval_pairs=pairs[:8], quiet=True,
+    )
+    metrics = result.metrics
+    assert metrics["pairs_used"] == len(pairs) and metrics["pairs_trained"] == 32
+    assert metrics["truncated_train_pairs"] > 0  # HH dialogues longer than 128 tokens are cut, not removed
+    assert metrics["train"]["prompt_tokens_dropped"] > 0
