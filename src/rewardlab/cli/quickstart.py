@@ -55,8 +55,14 @@ def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
     from rewardlab.registry import available, load
 
     # `math` compares the final answers as numbers (1.5 != 15); exact_match's SQuAD normalisation drops the dot
-    numeric_name = "math" if "math" in available() else "exact_match"
-    numeric = load("math") if numeric_name == "math" else load({"exact_match": {"answer_pattern": ANSWER_PATTERN}})
+    numeric_name, numeric = "exact_match", None
+    if "math" in available():
+        try:
+            numeric, numeric_name = load("math"), "math"
+        except Exception:  # an optional dependency missing: the regex + exact-match checker still works
+            numeric = None
+    if numeric is None:
+        numeric = load({"exact_match": {"answer_pattern": ANSWER_PATTERN}})
     verdicts: list[float | None] = [None] * len(pairs)
     by_pattern: dict[str, list[int]] = defaultdict(list)
     numeric_rows: list[int] = []
