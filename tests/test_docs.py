@@ -1,4 +1,4 @@
-"""Every ```python block in the docs runs: the examples match the code.
+"""Every ```python block in README.md and docs/ runs: the examples match the code.
 
 Blocks in one document run in order in one namespace, in a temporary working directory. Fence a block
 ```text (or ```pycon) when it is not meant to run.
@@ -20,7 +20,8 @@ SLOW_DOCS: set[str] = set()
 
 
 def doc_files() -> list[Path]:
-    return sorted(p for p in DOCS.glob("*.md") if BLOCK.search(p.read_text(encoding="utf-8")))
+    pages = [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))]
+    return [p for p in pages if BLOCK.search(p.read_text(encoding="utf-8"))]
 
 
 @pytest.mark.parametrize("doc", doc_files(), ids=lambda p: p.name)
