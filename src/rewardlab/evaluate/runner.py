@@ -25,8 +25,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 
 from rewardlab.data.jsonl import atomic_writer, dumps_row, iter_jsonl
 from rewardlab.evaluate.calibration import calibration_report
@@ -41,11 +40,11 @@ from rewardlab.evaluate.metrics import (
 )
 from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
+from rewardlab.progress import console, progress_bar
 from rewardlab.types import PreferencePair, Prompt, RankedResponses, Reward, Sample, Score
 
 EvalItem = PreferencePair | RankedResponses | StepRow
 _FILE_SUFFIXES = (".jsonl", ".json", ".gz", ".parquet", ".ndjson", ".csv")
-_console = Console(stderr=True)
 
 
 class EvaluationDataError(ValueError):
@@ -652,15 +651,12 @@ def evaluate(
         per_reward: dict[str, dict[str, Any]] = {}
         raws: dict[str, dict[str, Any]] = {}
         taken: set[str] = set()
-        progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=_console, disable=quiet,
-        )
+        progress = progress_bar(quiet)
         with progress:
             for spec, reward, _owned in built:
                 label = _label_for(spec, reward, taken)
                 if getattr(reward, "batch_dependent", False) and not quiet:
-                    _console.print(f"[yellow]warning:[/] {label} depends on the rest of its batch (a batch "
+                    console.print(f"[yellow]warning:[/] {label} depends on the rest of its batch (a batch "
                                    f"normaliser): its metrics change with --batch-size ({batch_size})")
                 total = plan_size + _robustness_cost(_plan(eval_data), robustness_pairs)
                 task = progress.add_task(f"evaluating {label}", total=total)

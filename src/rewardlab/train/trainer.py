@@ -455,28 +455,16 @@ class _Log:
 
 
 def _progress(quiet: bool) -> Any:
-    """A rich progress bar on stderr with loss, accuracy and pairs/s columns."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    """The shared progress bar with loss, accuracy and pairs/s columns."""
+    from rich.progress import TextColumn
 
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
+    from rewardlab.progress import progress_bar
+
+    return progress_bar(
+        quiet,
         TextColumn("loss {task.fields[loss]:.4f}"),
         TextColumn("acc {task.fields[acc]:.3f}"),
         TextColumn("{task.fields[rate]:.1f} pairs/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=quiet,
     )
 
 
