@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.runtime.function import check_runtime_options
 from rewardlab.runtime.sandbox import (
     FILE_SIZE_LIMIT,
     LANGUAGES,
@@ -256,13 +257,10 @@ class CodeExecution(Reward):
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
         """Set executions at a time and the wall-clock limit per execution (the CPU limit never exceeds it)."""
+        check_runtime_options(workers=workers, timeout=timeout)
         if workers is not None:
-            if workers < 1:
-                raise ValueError(f"workers must be >= 1, got {workers}")
             self.workers = workers
         if timeout is not None:
-            if timeout <= 0:
-                raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
             self.limits = replace(self.limits, wall_seconds=timeout, cpu_seconds=min(self.limits.cpu_seconds, timeout))
             self._sandbox = None
         return self

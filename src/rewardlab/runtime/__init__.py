@@ -6,6 +6,7 @@ from rewardlab.runtime.function import (
     FunctionReward,
     PerSampleReward,
     batch_reward,
+    check_runtime_options,
     reward,
 )
 from rewardlab.runtime.pool import TIMEOUT_ERROR, IsolatedPool, Isolation, Outcome, run_each
@@ -20,6 +21,7 @@ __all__ = [
     "PerSampleReward",
     "ResultCache",
     "batch_reward",
+    "check_runtime_options",
     "reward",
     "run_each",
 ]

@@ -17,6 +17,14 @@ from rewardlab.types import Reward, Sample, Score, coerce_score, content_hash
 _RUNTIME_FIELDS = {"isolation", "workers", "timeout", "cache", "_pool", "_pool_key"}
 
 
+def check_runtime_options(*, workers: int | None = None, timeout: float | None = None) -> None:
+    """Reject a worker count below 1 or a non-positive timeout (None means: leave unchanged)."""
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+
+
 class PerSampleReward(Reward):
     """A reward that judges one sample at a time, run with batching, isolation, timeouts and a cache.
 
@@ -52,13 +60,10 @@ class PerSampleReward(Reward):
             if isolation not in ("none", "thread", "process"):
                 raise ValueError(f"isolation must be 'none', 'thread' or 'process', got {isolation!r}")
             self.isolation = isolation
+        check_runtime_options(workers=workers, timeout=timeout)
         if workers is not None:
-            if workers < 1:
-                raise ValueError(f"workers must be >= 1, got {workers}")
             self.workers = workers
         if timeout is not None:
-            if timeout <= 0:
-                raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
             self.timeout = timeout
         if cache is True:
             self.cache = ResultCache()
