@@ -31,6 +31,15 @@ ALWAYS = {"tests": ["assert True"]}
 IS_ROOT = os.geteuid() == 0
 
 
+def host_visible_dir() -> Path:
+    """A root-owned folder the sandboxed program can see: the project, unless it lies under a folder the
+    sandbox's mount namespace replaces with a private tmpfs (a clone in /tmp), then /opt."""
+    masked = [Path(d) for d in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")]
+    if not any(d == ROOT or d in ROOT.parents for d in masked):
+        return ROOT
+    return Path("/opt")
+
+
 @pytest.fixture(scope="module")
 def code() -> Iterator[CodeExecution]:
     reward = rewardlab.load({"code": FAST})
@@ -247,7 +256,7 @@ def test_attack_memory_hog_hits_the_address_space_limit(code: CodeExecution) -> 
 
 def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: CodeExecution) -> None:
     name = f"rewardlab-escape-{uuid.uuid4().hex}"
-    in_project = ROOT / name
+    in_project = host_visible_dir() / name
     in_tmp = Path("/tmp") / name
     writes_tmp = f"open({str(in_tmp)!r}, 'w').write('escaped')\nassert open({str(in_tmp)!r}).read() == 'escaped'\n"
     tmp_score = code.score_one(Sample(response=writes_tmp, reference=ALWAYS))
@@ -264,7 +273,7 @@ def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: Cod
 
 @pytest.mark.skipif(not IS_ROOT, reason="deleting a root-owned file is refused only when the program drops root")
 def test_attack_deleting_a_root_owned_file_fails(code: CodeExecution) -> None:
-    victim_dir = Path(tempfile.mkdtemp(prefix=".rewardlab-victim-", dir=ROOT))
+    victim_dir = Path(tempfile.mkdtemp(prefix=".rewardlab-victim-", dir=host_visible_dir()))
     try:
         victim_dir.chmod(0o755)
         victim = victim_dir / "keep.txt"
