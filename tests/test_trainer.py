@@ -158,12 +158,12 @@ def test_training_lowers_loss_and_learns_an_easy_task(tmp_path: Path, bert: str)
     assert rows[0]["event"] == "start" and rows[-1]["event"] == "end"
     # the saved model scores the held-out pairs as the trainer measured
     from rewardlab.models import load_reward_model
-    from rewardlab.train.trainer import encode_pairs, pairwise_accuracy
+    from rewardlab.train.trainer import encode_pairs, held_out_accuracy_sums
 
     model, tokenizer, metadata = load_reward_model(result.output_dir)
     assert metadata["max_length"] == 32 and "reward_mean" in metadata
     data = encode_pairs(tokenizer, easy_pairs(40), max_length=32)
-    again = pairwise_accuracy(model, data, pad_id=model.pad_token_id, device=torch.device("cpu"))
+    again = held_out_accuracy_sums(model, data, pad_id=model.pad_token_id, device=torch.device("cpu"))
     assert again["correct"] / again["pairs"] == pytest.approx(result.metrics["eval_accuracy"])
 
 

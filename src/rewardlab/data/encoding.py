@@ -378,27 +378,36 @@ def encode_pair(
     return chosen, rejected
 
 
+def pad_sequences(
+    sequences: Sequence[Sequence[int]], pad_token_id: int, *, side: str = "right"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token-id lists to one length: `(input_ids, attention_mask)`, both `long[B, L]`."""
+    import torch
+
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    width = max((len(s) for s in sequences), default=0)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        n = len(sequence)
+        if n == 0:
+            continue
+        start = 0 if side == "right" else width - n
+        ids[row, start : start + n] = torch.tensor(list(sequence), dtype=torch.long)
+        mask[row, start : start + n] = 1
+    return ids, mask
+
+
 def collate_encoded(
     samples: Sequence[EncodedSample], *, pad_token_id: int, padding_side: str = "right"
 ) -> dict[str, torch.Tensor]:
     """Pad encoded samples into a batch: `input_ids`, `attention_mask` (and `token_type_ids` when present)."""
-    import torch
-
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
-    width = max((len(s.input_ids) for s in samples), default=0)
-    ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(samples), width), dtype=torch.long)
-    with_types = bool(samples) and all(s.token_type_ids is not None for s in samples)
-    types = torch.zeros((len(samples), width), dtype=torch.long)
-    for row, sample in enumerate(samples):
-        n = len(sample.input_ids)
-        span = slice(0, n) if padding_side == "right" else slice(width - n, width)
-        ids[row, span] = torch.tensor(sample.input_ids, dtype=torch.long)
-        mask[row, span] = 1
-        if with_types and sample.token_type_ids is not None:
-            types[row, span] = torch.tensor(sample.token_type_ids, dtype=torch.long)
+    ids, mask = pad_sequences([s.input_ids for s in samples], pad_token_id, side=padding_side)
     batch = {"input_ids": ids, "attention_mask": mask}
-    if with_types:
-        batch["token_type_ids"] = types
+    if samples and all(s.token_type_ids is not None for s in samples):
+        types = [s.token_type_ids or [] for s in samples]
+        batch["token_type_ids"] = pad_sequences(types, 0, side=padding_side)[0]
     return batch

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from rewardlab.models.backbones import backbone_kind, ensure_pad_token, resolve_backbone, tokenizer_hash
 
 if TYPE_CHECKING:
+    from rewardlab.data.encoding import pad_sequences
     from rewardlab.models.reward_model import (
         RewardModel,
         RewardOutput,
         last_token_index,
         load_reward_model,
-        pad_sequences,
         read_metadata,
     )
 
@@ -25,7 +25,7 @@ _LAZY = {
     "RewardOutput": "rewardlab.models.reward_model",
     "last_token_index": "rewardlab.models.reward_model",
     "load_reward_model": "rewardlab.models.reward_model",
-    "pad_sequences": "rewardlab.models.reward_model",
+    "pad_sequences": "rewardlab.data.encoding",
     "read_metadata": "rewardlab.models.reward_model",
 }
 

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from rewardlab.data.encoding import pad_sequences
 from rewardlab.models.backbones import backbone_kind, ensure_pad_token, resolve_backbone, tokenizer_hash
 
 METADATA_FILE = "rewardlab.json"
@@ -66,25 +67,6 @@ def last_token_index(attention_mask: Tensor) -> Tensor:
 def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
     """Position ids counting only real tokens, so a left-padded row sees the same positions as alone."""
     return (attention_mask.to(torch.long).cumsum(dim=-1) - 1).clamp(min=0)
-
-
-def pad_sequences(
-    sequences: Sequence[Sequence[int]], pad_token_id: int, *, side: str = "right"
-) -> tuple[Tensor, Tensor]:
-    """Pad token-id lists to one length: `(input_ids, attention_mask)`, both `long[B, L]`."""
-    if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    width = max((len(s) for s in sequences), default=0)
-    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        n = len(sequence)
-        if n == 0:
-            continue
-        start = 0 if side == "right" else width - n
-        ids[row, start : start + n] = torch.tensor(list(sequence), dtype=torch.long)
-        mask[row, start : start + n] = 1
-    return ids, mask
 
 
 @contextmanager

@@ -201,18 +201,13 @@ def _pad(
     sequences: Sequence[Sequence[int]], pad_id: int, types: Sequence[Sequence[int] | None] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Right-pad token-id lists into `(input_ids, attention_mask, token_type_ids or None)`."""
-    import torch
+    from rewardlab.data.encoding import pad_sequences
 
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    segment = torch.zeros((len(sequences), width), dtype=torch.long) if types is not None else None
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-        if segment is not None and types is not None and types[row] is not None:
-            segment[row, : len(seq)] = torch.tensor(types[row], dtype=torch.long)
-    return ids, mask, segment
+    ids, mask = pad_sequences(sequences, pad_id)
+    if types is None:
+        return ids, mask, None
+    rows = [t if t is not None else [0] * len(seq) for seq, t in zip(sequences, types, strict=True)]
+    return ids, mask, pad_sequences(rows, 0)[0]
 
 
 def _pair_rewards(
@@ -247,7 +242,7 @@ def _autocast_factory(device: torch.device, use_bf16: bool) -> Callable[[], cont
     return factory
 
 
-def pairwise_accuracy(
+def held_out_accuracy_sums(
     model: Any, data: EncodedPairs, *, pad_id: int, device: torch.device, batch_size: int = 64,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     indices: Sequence[int] | None = None, segment_ids: bool = False,
@@ -616,7 +611,7 @@ def train_reward_model(
         if not len(eval_data):
             return {}
         shard = list(range(rank, len(eval_data), world))
-        parts = pairwise_accuracy(accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
+        parts = held_out_accuracy_sums(accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
                                   batch_size=config.eval_batch_size, autocast=autocast, indices=shard,
                                   segment_ids=segment_ids)
         names = sorted(set(eval_data.subset))
