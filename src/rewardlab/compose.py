@@ -87,26 +87,31 @@ def group_normalize(
     return _restore(out, mask)
 
 
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n with tied values sharing their average rank (the ranking Spearman's rho uses)."""
+    x = np.asarray(values, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=float)
+    sorted_x = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
 def rank_normalize(values: Sequence[float | None]) -> list[float | None]:
     """Ranks scaled to [0, 1] (lowest 0, highest 1, ties share their average rank; one value gives 0.5)."""
     array, mask = _valid(values)
     out = np.zeros_like(array)
-    present = array[mask]
-    n = len(present)
+    n = int(mask.sum())
     if n == 1:
         out[mask] = 0.5
     elif n > 1:
-        order = np.argsort(present, kind="mergesort")
-        ranks = np.empty(n)
-        sorted_vals = present[order]
-        i = 0
-        while i < n:
-            j = i
-            while j + 1 < n and sorted_vals[j + 1] == sorted_vals[i]:
-                j += 1
-            ranks[order[i : j + 1]] = (i + j) / 2.0
-            i = j + 1
-        out[mask] = ranks / (n - 1)
+        out[mask] = (average_ranks(array[mask]) - 1.0) / (n - 1)
     return _restore(out, mask)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from rewardlab.compose import average_ranks
+
 MaybeFloat = float | None
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -169,22 +171,6 @@ def best_of_n_accuracy(chosen: Sequence[MaybeFloat], rejected: Sequence[Sequence
         n_missing=len(chosen) - scored,
         chance=chance / scored if scored else None,
     )
-
-
-def average_ranks(values: Sequence[float]) -> np.ndarray:
-    """Ranks 1..n with tied values sharing their average rank (the ranking Spearman's rho uses)."""
-    x = np.asarray(values, dtype=float)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=float)
-    sorted_x = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
