@@ -755,8 +755,10 @@ def _resume_key(config: TrainConfig) -> dict[str, Any]:
 
 
 def iter_log(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Rows of a training log written by `train_reward_model`."""
-    with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+    """Rows of a training log written by `train_reward_model`; a corrupt line raises, naming the file and line."""
+    from rewardlab.data.jsonl import iter_jsonl
+
+    for line in iter_jsonl(path):
+        if line.error is not None:
+            raise ValueError(f"{path}:{line.number}: {line.error}")
+        yield line.row
