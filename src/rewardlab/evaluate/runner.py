@@ -13,15 +13,12 @@ Data kinds (one file may hold one kind; a Python list may mix them):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
-import platform
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,6 +38,7 @@ from rewardlab.evaluate.metrics import (
 from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.progress import console, progress_bar
+from rewardlab.provenance import file_sha256, library_versions, reward_provenance
 from rewardlab.types import PreferencePair, Prompt, RankedResponses, Reward, Sample, Score
 
 EvalItem = PreferencePair | RankedResponses | StepRow
@@ -75,14 +73,6 @@ class EvalData:
 def response_length(text: str) -> int:
     """Length of a response in whitespace-separated words (the unit of every length-bias figure)."""
     return len(text.split())
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _parse_rows_slice(rows: str | slice | None) -> slice | None:
@@ -194,7 +184,7 @@ def load_eval_data(
                 "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
             }
         if path.is_file():
-            data.source["sha256"] = _file_sha256(path)
+            data.source["sha256"] = file_sha256(path)
     else:
         items = list(source)
         data.source = {"path": None, "kind": "in-memory"}
@@ -269,72 +259,6 @@ def load_subset_weights(source: str | Path | Mapping[str, Any] | None) -> tuple[
             raise EvaluationDataError(f"{where}: section_weights[{key!r}] must be a number >= 0, got {value!r}")
         weights[str(key)] = float(value)
     return sections, weights
-
-
-def _version(package: str) -> str | None:
-    try:
-        return importlib_metadata.version(package)
-    except importlib_metadata.PackageNotFoundError:
-        return None
-
-
-def library_versions() -> dict[str, str | None]:
-    """Versions of Python and the libraries that can change a score."""
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for package in ("rewardlab", "numpy", "torch", "transformers", "tokenizers", "peft"):
-        out[package] = _version(package)
-    return out
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
-    """What identifies a reward: its spec, class, name, and any model/tokenizer hashes it exposes
-    (`metadata` dict entries whose key contains "hash", `model_hash`/`tokenizer_hash` attributes, `fingerprint()`),
-    and for a reward with a model folder (`path`) the SHA-256 of its weight files."""
-    out: dict[str, Any] = {
-        "spec": _jsonable(spec) if not isinstance(spec, Reward) else repr(spec),
-        "name": reward.name,
-        "class": f"{type(reward).__module__}.{type(reward).__qualname__}",
-        "batch_dependent": bool(getattr(reward, "batch_dependent", False)),
-    }
-    hashes: dict[str, Any] = {}
-    meta = getattr(reward, "metadata", None)
-    if isinstance(meta, Mapping):
-        for key, value in meta.items():
-            if "hash" in str(key).lower():
-                hashes[str(key)] = _jsonable(value)
-        for key in ("backbone", "template", "max_length"):
-            if key in meta:
-                out[key] = _jsonable(meta[key])
-    for attr in ("model_hash", "tokenizer_hash"):
-        value = getattr(reward, attr, None)
-        if isinstance(value, str):
-            hashes[attr] = value
-    folder = getattr(reward, "path", None)
-    if isinstance(folder, str) and Path(folder).is_dir():
-        weights = sorted(p for p in Path(folder).iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
-        if weights:
-            digest = hashlib.sha256()
-            for weight_file in weights:
-                digest.update(weight_file.name.encode())
-                digest.update(_file_sha256(weight_file).encode())
-            hashes["model_hash"] = digest.hexdigest()
-            out["model_path"] = folder
-    fingerprint = getattr(reward, "fingerprint", None)
-    if callable(fingerprint):
-        try:
-            hashes["fingerprint"] = str(fingerprint())
-        except Exception as error:  # a fingerprint is informative only
-            hashes["fingerprint_error"] = f"{type(error).__name__}: {error}"
-    out["hashes"] = hashes
-    return out
 
 
 def _label_for(spec: Any, reward: Reward, taken: set[str]) -> str:

@@ -1,0 +1,75 @@
+"""`rewardlab serve`: any reward behind HTTP with cross-request dynamic batching (one process, or Ray replicas)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from rewardlab.cli.terminal import CLIError, console
+from rewardlab.registry import SpecError, load
+
+
+def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Register `serve`."""
+    serve = subparsers.add_parser(
+        "serve", parents=[parent], help="serve a reward over HTTP (batched across requests)",
+        description="Serve a reward: POST /v1/score, POST /get_reward (OpenRLHF), GET /health, /metrics, /v1/info.",
+    )
+    serve.add_argument("--reward", "-r", required=True, metavar="SPEC",
+                       help="reward spec (name, family:ARG, JSON, YAML)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (8000)")
+    serve.add_argument("--max-batch-tokens", type=int, default=16384, metavar="N",
+                       help="padded-token budget of one batch, tokens estimated as characters/4 (16384)")
+    serve.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="samples per batch at most (256)")
+    serve.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
+                       help="longest a sample waits for its batch to fill (5 ms)")
+    serve.add_argument("--max-queue", type=int, default=4096, metavar="N",
+                       help="samples waiting at most; beyond it requests get 503 + Retry-After (4096)")
+    serve.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB", help="request body limit (32 MB)")
+    serve.add_argument("--api-key", default=None, metavar="KEY",
+                       help="require 'Authorization: Bearer KEY' (or set REWARDLAB_API_KEY)")
+    serve.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers inside the reward")
+    serve.add_argument("--timeout", type=float, default=None, metavar="S", help="per-sample time limit of the reward")
+    serve.add_argument("--ray", action="store_true", help="serve on Ray Serve replicas (the 'distributed' extra)")
+    serve.add_argument("--replicas", type=int, default=1, metavar="N", help="Ray Serve replicas (with --ray)")
+    serve.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Load the reward, build the app, run uvicorn (or Ray Serve) until interrupted; in-flight requests drain."""
+    api_key = args.api_key or os.environ.get("REWARDLAB_API_KEY") or None
+    options: dict[str, Any] = {
+        "max_batch_tokens": args.max_batch_tokens, "max_batch_size": args.max_batch_size,
+        "max_wait_ms": args.max_wait_ms, "max_queue": args.max_queue,
+        "max_body_bytes": int(args.max_body_mb * (1 << 20)), "api_key": api_key,
+    }
+    if args.ray:
+        from rewardlab.serve.ray_serve import serve_with_ray
+
+        serve_with_ray(args.reward, replicas=args.replicas, host=args.host, port=args.port,
+                       runtime={"workers": args.workers, "timeout": args.timeout}, quiet=args.quiet, **options)
+        return 0
+    try:
+        import uvicorn
+
+        from rewardlab.serve.app import create_app
+    except ImportError as error:
+        raise CLIError(f"serving needs the 'serve' extra (pip install 'rewardlab[serve]'): {error}") from None
+    try:
+        reward = load(args.reward)
+    except SpecError as error:
+        raise CLIError(str(error)) from None
+    if args.workers is not None or args.timeout is not None:
+        try:
+            reward.configure(workers=args.workers, timeout=args.timeout)
+        except ValueError as error:
+            raise CLIError(str(error)) from None
+    app = create_app(reward, spec=args.reward, **options)
+    if not args.quiet:
+        console.print(f"serving [bold]{reward.name}[/] on http://{args.host}:{args.port} "
+                      f"(POST /v1/score, POST /get_reward, GET /health, /metrics, /v1/info)", highlight=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning" if args.quiet else "info",
+                timeout_graceful_shutdown=30)
+    return 0
