@@ -166,7 +166,8 @@ def test_oversized_and_malformed_requests() -> None:
         assert wrong.status_code == 422 and wrong.json()["errors"][0]["field"] == "samples.0.response"
         missing = httpx.post(server.url + "/v1/score", json={"items": []})
         assert missing.status_code == 422
-        garbage = httpx.post(server.url + "/v1/score", content=b"{not json", headers={"content-type": "application/json"})
+        garbage = httpx.post(server.url + "/v1/score", content=b"{not json",
+                             headers={"content-type": "application/json"})
         assert garbage.status_code == 422
         deep = httpx.post(server.url + "/v1/score", content=b"[" * 5000 + b"]" * 5000)
         assert deep.status_code in (413, 422)
@@ -281,5 +282,5 @@ def test_cli_serve_end_to_end_and_sigterm_exits_cleanly() -> None:
         assert [s.value for s in scores] == [1.0, 0.0]
     finally:
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=30)
     assert process.returncode == 0, err.decode()[-2000:]
