@@ -90,20 +90,40 @@ def test_weighted_sum_keeps_parts_in_objectives() -> None:
 
 def test_missing_part_rules() -> None:
     samples = [sample(a=2.0, b=None), sample(a=2.0, b="err")]
-    skip = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="skip").score(samples)
-    # skip: the present weight (1) is rescaled to the full total (4): 2 * 4 = 8
-    assert [s.value for s in skip] == [8.0, 8.0]
-    assert skip[1].info["errors"] == {"b": "b failed"} and skip[1].error is None
+    drop = WeightedSum([("a", A, 1.0), ("b", B, 3.0)]).score(samples)
+    # drop (default): the N/A part drops out WITHOUT rescaling (1 * 2 = 2); the errored part makes an error
+    assert drop[0].value == 2.0 and drop[0].error is None and drop[0].info["not_applicable"] == ["b"]
+    assert drop[1].value is None and drop[1].error == "part 'b' failed: b failed"
+    assert drop[1].info["errors"] == {"b": "b failed"} and drop[1].objectives == {"a": 2.0}
+    renormalize = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="renormalize").score(samples)
+    # renormalize (opt-in, gameable): the present weight (1) is rescaled to the full total (4): 2 * 4 = 8
+    assert [s.value for s in renormalize] == [8.0, 8.0]
+    assert renormalize[1].info["errors"] == {"b": "b failed"} and renormalize[1].error is None
     zero = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="zero").score(samples)
-    assert [s.value for s in zero] == [2.0, 2.0]
+    assert [s.value for s in zero] == [2.0, 2.0] and zero[1].info["zeroed"] == ["b"]
     propagate = WeightedSum([("a", A, 1.0), ("b", B, 3.0)], missing="propagate").score(samples)
     assert [s.value for s in propagate] == [None, None]
-    assert propagate[0].error is None and propagate[1].error == "b: b failed"
+    assert propagate[0].error is None and propagate[1].error == "part 'b' failed: b failed"
+
+
+def test_old_skip_rule_is_refused_with_the_replacements_named() -> None:
+    with pytest.raises(ValueError, match=r"'skip' was removed.*'drop'.*'renormalize'"):
+        WeightedSum([("a", A, 1.0)], missing="skip")
+    with pytest.raises(rewardlab.SpecError, match="'skip' was removed"):
+        rewardlab.load({"sum": {"parts": {"f1": 1.0}, "missing": "skip"}})
 
 
 def test_all_parts_failing_is_an_error() -> None:
     (score,) = WeightedSum([("a", A, 1.0), ("b", B, 1.0)]).score([sample(a="err", b="err")])
-    assert score.value is None and score.error == "all parts failed: a: a failed; b: b failed"
+    assert score.value is None and score.error == "2 parts failed: 'a': a failed; 'b': b failed"
+    (score,) = WeightedSum([("a", A, 1.0), ("b", B, 1.0)], missing="renormalize").score([sample(a="err", b="err")])
+    assert score.value is None and score.error is not None
+
+
+def test_all_parts_not_applicable_is_not_applicable() -> None:
+    for missing in ("drop", "propagate", "renormalize"):
+        (score,) = WeightedSum([("a", A, 1.0), ("b", B, 1.0)], missing=missing).score([sample(a=None, b=None)])
+        assert score.value is None and score.error is None and score.info["not_applicable"] == ["a", "b"]
 
 
 def test_product_and_min() -> None:
@@ -115,9 +135,20 @@ def test_product_and_min() -> None:
 
 def test_gate_floors_when_the_constraint_fails() -> None:
     gate = Gate(A, B, threshold=0.5, floor=-1.0)
-    scores = gate.score([sample(a=1.0, b=3.0), sample(a=0.0, b=3.0), sample(a=None, b=3.0)])
-    assert [s.value for s in scores] == [3.0, -1.0, -1.0]
-    assert [s.objectives["gate"] for s in scores] == [1.0, 0.0, 0.0]
+    scores = gate.score([sample(a=1.0, b=3.0), sample(a=0.0, b=3.0), sample(a=None, b=3.0), sample(a=0.0, b=-4.0)])
+    # a failed constraint pays the floor, or the reward's value when that is lower (-4 < -1)
+    assert [s.value for s in scores] == [3.0, -1.0, -1.0, -4.0]
+    assert [s.objectives["gate"] for s in scores] == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_gate_errors_are_errors() -> None:
+    gate = Gate(A, B, threshold=0.5, floor=-1.0)
+    scores = gate.score([sample(a="err", b=3.0), sample(a=1.0, b="err"), sample(a=0.0, b="err"),
+                         sample(a=1.0, b=None)])
+    assert [s.value for s in scores] == [None, None, None, None]
+    assert scores[0].error == "part 'if' failed: a failed" and scores[1].error == "part 'then' failed: b failed"
+    assert scores[2].error == "part 'then' failed: b failed"
+    assert scores[3].error is None  # condition met, reward N/A: N/A
 
 
 def test_ensemble_penalises_disagreement() -> None:
@@ -151,6 +182,28 @@ def test_bad_composite_specs_name_the_problem() -> None:
         rewardlab.load({"zscore": {"reward": "f1", "scale": True}})
     with pytest.raises(ValueError, match="missing must be"):
         WeightedSum([("a", A, 1.0)], missing="ignore")
+    with pytest.raises(ValueError, match="on_error must be"):
+        Normalized(A, "group", on_error="zero")
+    with pytest.raises(ValueError, match="weight of part 'a' must be finite"):
+        WeightedSum([("a", A, math.inf)])
+
+
+def test_normalized_errors_stay_errors_or_get_the_lowest_value() -> None:
+    samples = [sample(a=1.0), sample(a=0.0), sample(a="err"), sample(a=5.0)]
+    for s in samples[:3]:
+        s.group = "g"
+    samples[3].group = "h"
+    default = Normalized(A, "group", scale=False).score(samples)
+    # group g: 1, 0 (the errored sample is left out of the statistics) -> 0.5, -0.5; group h alone -> 0
+    assert [s.value for s in default] == [0.5, -0.5, None, 0.0]
+    assert default[2].error == "a failed"
+    lowest = Normalized(A, "group", scale=False, on_error="lowest").score(samples)
+    assert [s.value for s in lowest] == [0.5, -0.5, -0.5, 0.0]
+    assert lowest[2].error is None and lowest[2].info["error"] == "a failed"
+    clipped = Normalized(A, "clip", low=-2.0, high=2.0, on_error="lowest").score(samples)
+    assert [s.value for s in clipped] == [1.0, 0.0, -2.0, 2.0]
+    alone = Normalized(A, "rank", on_error="lowest").score([sample(a="err")])
+    assert alone[0].value is None and alone[0].error == "a failed"  # nothing to compare with: still an error
 
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

@@ -1,18 +1,29 @@
-"""Combine rewards and normalise them.
+"""Combine rewards and normalise them, so that no failure pays.
 
 Combinators: weighted sum, product, min, gate (a hard constraint) and an ensemble with an uncertainty
 penalty. Normalisers (pure functions, then `Reward` wrappers): batch z-score, group normalisation (GRPO),
 rank, clip.
 
 A composite keeps each part's value in `Score.objectives` under the part's name, and each part's own
-objectives as `"part.objective"`.
+objectives as `"part.objective"`. Part errors are always listed in `Score.info["errors"]`, N/A parts in
+`Score.info["not_applicable"]`.
 
-Rule for parts with no value (`None`, or an error), set per composite with `missing=`:
-- `"skip"` (default): leave the part out. A weighted sum rescales the remaining weights so they add up to
-  the full weight total; a product or min uses the remaining parts. With no part left the value is `None`.
-- `"propagate"`: the composite's value is `None`; when the part failed, its error becomes the composite's.
-- `"zero"`: the part counts as 0.
-Part errors are always listed in `Score.info["errors"]`.
+A reward is optimised against, so a composite never scores a sample higher because a part failed. Rule for
+parts without a value, set per combinator with `missing=` (see docs/composition.md for the threat model):
+- `"drop"` (default): an `error` in any part makes the composite an `error` (value None; the error names the
+  part). A part that does not apply (value None, no error) drops out WITHOUT rescaling the others: a sum is
+  Σ wᵢ·rᵢ over the parts present, product, min and ensemble run over the parts present; with no part
+  present the composite does not apply either. Not gameable by the response: whether a part applies depends
+  only on prompt and reference (the failure-semantics contract), and an error never pays.
+- `"propagate"`: as `"drop"`, and any part that does not apply makes the whole composite not apply.
+- `"zero"` (opt-in): an errored or N/A part counts as 0. It cannot pay more than a failing answer only when 0
+  is the part's worst value (pass/fail and fraction rewards); a part that can go negative (length penalty,
+  learned RM, a negative weight) pays MORE when it fails than when it answers badly.
+- `"renormalize"` (opt-in, gameable): the old rule: errored and N/A parts drop out and a weighted sum
+  rescales the present weights to the full total. A policy that can make a part fail (time out, run out of
+  memory, crash a checker) collects the other parts at full weight: `{"sum": {"code": 1.0, "think_format":
+  0.2}}` pays 1.2 for a formatted wrong program that exhausts memory. Use only with parts that cannot fail
+  because of the response.
 """
 
 from __future__ import annotations
@@ -26,8 +37,10 @@ import numpy as np
 from rewardlab.registry import SpecError, register_combinator
 from rewardlab.types import Reward, Sample, Score
 
-Missing = Literal["skip", "propagate", "zero"]
-_MISSING = ("skip", "propagate", "zero")
+Missing = Literal["drop", "propagate", "zero", "renormalize"]
+_MISSING = ("drop", "propagate", "zero", "renormalize")
+OnError = Literal["error", "lowest"]
+_ON_ERROR = ("error", "lowest")
 
 
 # --------------------------------------------------------------------------------------- pure normalisers
@@ -128,15 +141,29 @@ def clip(values: Sequence[float | None], low: float | None = None, high: float |
 
 
 def _check_missing(missing: str) -> Missing:
+    if missing == "skip":
+        raise ValueError(
+            "missing='skip' was removed: it rescaled the present parts to the full weight, so a part that failed "
+            "paid the others more; use 'drop' (the default: errors make the composite an error, N/A parts drop "
+            "out without rescaling) or, knowing it is gameable, 'renormalize' (the old rule)"
+        )
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
     return missing  # type: ignore[return-value]
 
 
-class _Composite(Reward):
-    """Scores every part on the whole batch, then combines per sample."""
+def _errors_message(errors: Mapping[str, str]) -> str:
+    """The composite's error: which part(s) failed and why."""
+    if len(errors) == 1:
+        ((part, error),) = errors.items()
+        return f"part {part!r} failed: {error}"
+    return f"{len(errors)} parts failed: " + "; ".join(f"{part!r}: {error}" for part, error in errors.items())
 
-    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "skip", name: str) -> None:
+
+class _Composite(Reward):
+    """Scores every part on the whole batch, then combines per sample under the `missing` rule."""
+
+    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "drop", name: str) -> None:
         if not parts:
             raise ValueError(f"{name} needs at least one part")
         names = [n for n, _ in parts]
@@ -153,44 +180,48 @@ class _Composite(Reward):
     def _weights(self) -> list[float]:
         return [1.0] * len(self.parts)
 
-    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
-        per_part = [reward.score(samples) for _, reward in self.parts]
+    def combine_scores(self, scores: Sequence[Score]) -> Score:
+        """One sample's composite score from its parts' scores (in part order), under the `missing` rule."""
         weights = self._weights()
-        out = []
-        for i in range(len(samples)):
-            objectives: dict[str, float] = {}
-            errors: dict[str, str] = {}
-            values: list[float] = []
-            used: list[float] = []
-            missing_error: str | None = None
-            absent = False
-            for (part_name, _), scores, weight in zip(self.parts, per_part, weights, strict=True):
-                score = scores[i]
-                for key, val in score.objectives.items():
-                    objectives[f"{part_name}.{key}"] = val
-                if score.error is not None:
-                    errors[part_name] = score.error
-                if score.value is None:
-                    if self.missing == "zero":
-                        values.append(0.0)
-                        used.append(weight)
-                        continue
-                    absent = True
-                    if score.error is not None and missing_error is None:
-                        missing_error = f"{part_name}: {score.error}"
-                    continue
+        objectives: dict[str, float] = {}
+        errors: dict[str, str] = {}
+        not_applicable: list[str] = []
+        values: list[float] = []
+        used: list[float] = []
+        for (part_name, _), score, weight in zip(self.parts, scores, weights, strict=True):
+            for key, val in score.objectives.items():
+                objectives[f"{part_name}.{key}"] = val
+            if score.error is not None:
+                errors[part_name] = score.error
+            elif score.value is None:
+                not_applicable.append(part_name)
+            else:
                 objectives[part_name] = score.value
                 values.append(score.value)
                 used.append(weight)
-            info: dict[str, Any] = {"errors": errors} if errors else {}
-            if (absent and self.missing == "propagate") or not values:
-                error = missing_error if (self.missing == "propagate" or not values) else None
-                if not values and errors and len(errors) == len(self.parts):
-                    error = "all parts failed: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
-                out.append(Score(value=None, objectives=objectives, error=error, info=info))
                 continue
-            out.append(Score(value=self._combine(values, used, weights), objectives=objectives, info=info))
-        return out
+            if self.missing == "zero":
+                values.append(0.0)
+                used.append(weight)
+        info: dict[str, Any] = {}
+        if errors:
+            info["errors"] = errors
+        if not_applicable:
+            info["not_applicable"] = not_applicable
+        if self.missing == "zero" and (errors or not_applicable):
+            info["zeroed"] = [*errors, *not_applicable]
+        if errors and self.missing in ("drop", "propagate"):
+            return Score(value=None, objectives=objectives, error=_errors_message(errors), info=info)
+        if not values or (not_applicable and self.missing == "propagate"):
+            if errors:  # renormalize with nothing left: the failure is reported, never a silent N/A
+                return Score(value=None, objectives=objectives, error=_errors_message(errors), info=info)
+            return Score(value=None, objectives=objectives, info=info)
+        full = weights if self.missing == "renormalize" else used
+        return Score(value=self._combine(values, used, full), objectives=objectives, info=info)
+
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        per_part = [reward.score(samples) for _, reward in self.parts]
+        return [self.combine_scores([scores[i] for scores in per_part]) for i in range(len(samples))]
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
         for _, reward in self.parts:
@@ -203,11 +234,14 @@ class _Composite(Reward):
 
 
 class WeightedSum(_Composite):
-    """Σ wᵢ·rᵢ over the parts (with `missing="skip"`, present weights rescaled to the full total)."""
+    """Σ wᵢ·rᵢ over the parts present (rescaled to the full weight total only with `missing="renormalize"`)."""
 
-    def __init__(self, parts: Sequence[tuple[str, Reward, float]], *, missing: str = "skip") -> None:
+    def __init__(self, parts: Sequence[tuple[str, Reward, float]], *, missing: str = "drop") -> None:
         super().__init__([(n, r) for n, r, _ in parts], missing=missing, name="sum")
         self.weights = [float(w) for _, _, w in parts]
+        for (part_name, _, _), weight in zip(parts, self.weights, strict=True):
+            if not math.isfinite(weight):
+                raise ValueError(f"sum: weight of part {part_name!r} must be finite, got {weight!r}")
 
     def _weights(self) -> list[float]:
         return self.weights
@@ -215,15 +249,15 @@ class WeightedSum(_Composite):
     def _combine(self, values: list[float], weights: list[float], all_weights: list[float]) -> float:
         total = sum(values[k] * weights[k] for k in range(len(values)))
         used, full = sum(weights), sum(all_weights)
-        if used != full and used != 0:
+        if used != full and used != 0:  # only under "renormalize": `all_weights` is the used weights otherwise
             total *= full / used
         return float(total)
 
 
 class Product(_Composite):
-    """Π rᵢ over the parts (e.g. correctness × format)."""
+    """Π rᵢ over the parts present (e.g. correctness × format)."""
 
-    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "skip") -> None:
+    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "drop") -> None:
         super().__init__(parts, missing=missing, name="product")
 
     def _combine(self, values: list[float], weights: list[float], all_weights: list[float]) -> float:
@@ -231,9 +265,9 @@ class Product(_Composite):
 
 
 class Minimum(_Composite):
-    """min rᵢ over the parts (the weakest objective decides)."""
+    """min rᵢ over the parts present (the weakest objective decides)."""
 
-    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "skip") -> None:
+    def __init__(self, parts: Sequence[tuple[str, Reward]], *, missing: str = "drop") -> None:
         super().__init__(parts, missing=missing, name="min")
 
     def _combine(self, values: list[float], weights: list[float], all_weights: list[float]) -> float:
@@ -241,11 +275,16 @@ class Minimum(_Composite):
 
 
 class Ensemble(_Composite):
-    """mean(rᵢ) − penalty·std(rᵢ): an ensemble that distrusts disagreement (Coste et al. 2024, UWO)."""
+    """mean(rᵢ) − penalty·std(rᵢ) over the parts present: an ensemble that distrusts disagreement.
 
-    def __init__(self, parts: Sequence[tuple[str, Reward]], *, penalty: float = 1.0, missing: str = "skip") -> None:
+    Coste et al. 2024 (reward model ensembles, UWO).
+    """
+
+    def __init__(self, parts: Sequence[tuple[str, Reward]], *, penalty: float = 1.0, missing: str = "drop") -> None:
         super().__init__(parts, missing=missing, name="ensemble")
         self.penalty = float(penalty)
+        if not math.isfinite(self.penalty) or self.penalty < 0:
+            raise ValueError(f"ensemble: penalty must be finite and >= 0, got {penalty!r}")
 
     def _combine(self, values: list[float], weights: list[float], all_weights: list[float]) -> float:
         array = np.asarray(values)
@@ -253,36 +292,46 @@ class Ensemble(_Composite):
 
 
 class Gate(Reward):
-    """A hard constraint: when `condition` scores below `threshold` (or has no value), the value is `floor`;
-    otherwise it is `reward`'s value."""
+    """A hard constraint: `reward`'s value when `condition` scores at least `threshold`, else `floor`.
+
+    No failure pays: an error in the condition or in the reward makes the gate an error; a failed (or N/A)
+    condition pays `floor`, or the reward's value when that is lower (failing the constraint never pays more
+    than meeting it); a met condition with an N/A reward is N/A.
+    """
 
     def __init__(self, condition: Reward, reward: Reward, *, threshold: float = 0.5, floor: float = 0.0) -> None:
         self.condition = condition
         self.reward = reward
         self.threshold = float(threshold)
         self.floor = float(floor)
+        if not (math.isfinite(self.threshold) and math.isfinite(self.floor)):
+            raise ValueError(f"gate: threshold and floor must be finite, got {threshold!r} and {floor!r}")
         self.name = "gate"
         self.batch_dependent = condition.batch_dependent or reward.batch_dependent
+
+    def combine_scores(self, gate: Score, score: Score) -> Score:
+        """One sample's gated score from the condition's and the reward's scores."""
+        passed = gate.error is None and gate.value is not None and gate.value >= self.threshold
+        objectives = {"gate": 1.0 if passed else 0.0}
+        objectives.update({f"reward.{k}": v for k, v in score.objectives.items()})
+        if score.error is None and score.value is not None:
+            objectives["reward"] = score.value
+        info: dict[str, Any] = {}
+        errors = {k: s.error for k, s in (("if", gate), ("then", score)) if s.error is not None}
+        if errors:
+            info["errors"] = errors
+            return Score(value=None, objectives=objectives, error=_errors_message(errors), info=info)
+        if passed:
+            return Score(value=score.value, objectives=objectives, info=info)
+        info["reason"] = ("the condition does not apply" if gate.value is None
+                          else f"the condition scored {gate.value!r} < threshold {self.threshold!r}")
+        value = self.floor if score.value is None else min(self.floor, score.value)
+        return Score(value=value, objectives=objectives, info=info)
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         gates = self.condition.score(samples)
         inner = self.reward.score(samples)
-        out = []
-        for gate, score in zip(gates, inner, strict=True):
-            passed = gate.value is not None and gate.value >= self.threshold
-            objectives = {"gate": 1.0 if passed else 0.0}
-            objectives.update({f"reward.{k}": v for k, v in score.objectives.items()})
-            if score.value is not None:
-                objectives["reward"] = score.value
-            info: dict[str, Any] = {}
-            errors = {k: s.error for k, s in (("gate", gate), ("reward", score)) if s.error is not None}
-            if errors:
-                info["errors"] = errors
-            if not passed:
-                out.append(Score(value=self.floor, objectives=objectives, info=info))
-            else:
-                out.append(Score(value=score.value, objectives=objectives, error=score.error, info=info))
-        return out
+        return [self.combine_scores(gate, score) for gate, score in zip(gates, inner, strict=True)]
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
         self.condition.configure(workers=workers, timeout=timeout)
@@ -296,22 +345,41 @@ class Gate(Reward):
 
 class Normalized(Reward):
     """A reward whose values are normalised across the batch: `"zscore"`, `"group"` (GRPO, per
-    `Sample.group`; samples without a group are normalised together), `"rank"` or `"clip"`."""
+    `Sample.group`; samples without a group are normalised together), `"rank"` or `"clip"`.
 
-    def __init__(self, reward: Reward, method: str = "zscore", **options: Any) -> None:
+    A failing VALUE (0 for a wrong or timed-out answer) is normalised like any value, so it gets the lowest
+    advantage of its group. An errored sample is left out of the statistics; with `on_error="error"`
+    (default) it stays an error (a trainer must mask it out of the loss, never treat it as advantage 0), with
+    `on_error="lowest"` it gets the lowest normalised value of its pool (its group for `"group"`, the batch
+    otherwise; `low` for a bounded `"clip"`), the error kept in `info["error"]` — never better than any
+    sample it is compared with.
+    """
+
+    def __init__(self, reward: Reward, method: str = "zscore", *, on_error: str = "error", **options: Any) -> None:
         allowed = {"zscore": {"eps", "ddof"}, "group": {"scale", "eps", "ddof"}, "rank": set(), "clip": {"low", "high"}}
         if method not in allowed:
             raise ValueError(f"normalisation method must be one of {sorted(allowed)}, got {method!r}")
         unknown = set(options) - allowed[method]
         if unknown:
             raise ValueError(f"unknown options for {method}: {sorted(unknown)} (allowed: {sorted(allowed[method])})")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}")
         if method == "clip":
             clip([], options.get("low"), options.get("high"))  # validates the bounds
         self.reward = reward
         self.method = method
+        self.on_error: OnError = on_error  # type: ignore[assignment]
         self.options = options
         self.name = f"{method}({reward.name})"
-        self.batch_dependent = method != "clip" or reward.batch_dependent
+        self.batch_dependent = method != "clip" or reward.batch_dependent or on_error == "lowest"
+
+    def _lowest(self, samples: Sequence[Sample], normed: Sequence[float | None], index: int) -> float | None:
+        """The lowest normalised value among the samples `index` is compared with (None when there is none)."""
+        if self.method == "clip" and self.options.get("low") is not None:
+            return float(self.options["low"])
+        pool = [v for j, v in enumerate(normed)
+                if v is not None and (self.method != "group" or samples[j].group == samples[index].group)]
+        return min(pool) if pool else None
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         scores = self.reward.score(samples)
@@ -325,12 +393,19 @@ class Normalized(Reward):
         else:
             normed = clip(raw, self.options.get("low"), self.options.get("high"))
         out = []
-        for score, value in zip(scores, normed, strict=True):
+        for i, (score, value) in enumerate(zip(scores, normed, strict=True)):
             objectives = dict(score.objectives)
             if score.value is not None:
                 objectives["raw"] = score.value
+            error, info = score.error, score.info
+            if error is not None and self.on_error == "lowest":
+                lowest = self._lowest(samples, normed, i)
+                if lowest is not None:
+                    value, error = lowest, None
+                    info = {**info, "error": score.error,
+                            "reason": "the reward failed; given the lowest normalised value of its pool"}
             out.append(Score(value=value, objectives=objectives, steps=score.steps, rationale=score.rationale,
-                             error=score.error, info=score.info))
+                             error=error, info=info))
         return out
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
