@@ -83,7 +83,7 @@ def test_bad_spec_and_missing_input_fail_clearly(tmp_path: Path) -> None:
     done = run_cli("score", "-r", "exact_mach", "-i", str(source), "-o", str(tmp_path / "o.jsonl"))
     assert done.returncode == 1 and "did you mean 'exact_match'" in done.stderr
     done = run_cli("score", "-r", "f1", "-i", str(tmp_path / "absent.jsonl"), "-o", str(tmp_path / "o.jsonl"))
-    assert done.returncode == 1 and "input file not found" in done.stderr
+    assert done.returncode == 1 and "absent.jsonl: no such file" in done.stderr
 
 
 def test_workers_and_timeout_flags(tmp_path: Path) -> None:

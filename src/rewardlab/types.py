@@ -189,6 +189,11 @@ def coerce_score(result: Any) -> Score:
         if not math.isfinite(value):
             return Score(value=None, error=f"non-finite value {value!r}", objectives=score.objectives)
         score.value = value
+    finite = {k: v for k, v in score.objectives.items() if not (isinstance(v, float) and not math.isfinite(v))}
+    if len(finite) != len(score.objectives):  # a NaN objective is an error like a NaN value
+        bad = next(k for k in score.objectives if k not in finite)
+        return Score(value=None, error=f"non-finite objective {bad!r}: {score.objectives[bad]!r}", objectives=finite,
+                     info=score.info)
     return score
 
 

@@ -12,6 +12,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from rich.markup import escape
+
 from rewardlab import __version__
 from rewardlab.cli.terminal import CLIError, console
 
@@ -44,8 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except CLIError as error:
-        console.print(f"[bold red]error:[/] {error}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         return error.code
+    except (OSError, ValueError) as error:  # a file or value the library refused: one line, no traceback
+        console.print(f"[bold red]error:[/] {type(error).__name__}: {escape(str(error))}", highlight=False,
+                      soft_wrap=True)
+        return 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130

@@ -7,11 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, console, progress_bar, stdout
-from rewardlab.data.jsonl import count_lines
-from rewardlab.data.scoring import MalformedInputError, ScoringSummary, score_jsonl
+from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console, progress_bar, stdout
+from rewardlab.data.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict
+from rewardlab.data.scoring import (
+    MalformedInputError,
+    OutputIsInputError,
+    ScoringSummary,
+    check_output_is_not_input,
+    score_jsonl,
+)
 from rewardlab.registry import SpecError, available, combinators, load
 
 
@@ -24,9 +31,10 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     score.add_argument("--reward", "-r", required=True, metavar="SPEC",
                        help="reward spec: a name (exact_match), a family (rm:./my-rm), inline JSON or a YAML/JSON file")
     score.add_argument("--input", "-i", required=True, type=Path, metavar="IN.jsonl",
-                       help="rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz)")
+                       help="rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz; - for stdin)")
     score.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.jsonl",
-                       help="written atomically: each input row plus 'score'")
+                       help="written atomically: each input row plus 'score' (.gz compressed; - for stdout); "
+                            "never the input file")
     score.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
     score.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers per reward")
     score.add_argument("--timeout", type=float, default=None, metavar="S",
@@ -65,8 +73,15 @@ def summary_table(summary: ScoringSummary, title: str) -> Table:
 
 def run_score(args: argparse.Namespace) -> int:
     """Score a file; exit 1 on a bad spec, a missing file, or a malformed line with --on-error fail."""
-    if not args.input.is_file():
-        raise CLIError(f"input file not found: {args.input}")
+    check_input_file(args.input, "--input")
+    check_output_file(args.output, "--output")
+    try:
+        check_output_is_not_input(args.input, args.output)
+        if args.summary_json is not None:
+            check_output_file(args.summary_json, "--summary-json")
+            check_output_is_not_input(args.input, args.summary_json)
+    except OutputIsInputError as error:
+        raise CLIError(str(error), code=2) from error
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
@@ -75,14 +90,19 @@ def run_score(args: argparse.Namespace) -> int:
             reward.configure(workers=args.workers, timeout=args.timeout)
     except (SpecError, ValueError) as error:
         raise CLIError(f"--reward {args.reward!r}: {error}") from error
-    total = count_lines(args.input)
+    try:
+        total = count_lines(args.input)
+    except JsonlReadError as error:
+        reward.close()
+        raise CLIError(str(error)) from error
     shown = 0
 
     def skipped(number: int, reason: str) -> None:
         nonlocal shown
         shown += 1
         if shown <= 20:
-            console.print(f"[yellow]skipped[/] {args.input}:{number}: {reason}", highlight=False)
+            console.print(f"[yellow]skipped[/] {escape(str(args.input))}:{number}: {escape(reason)}", highlight=False,
+                          soft_wrap=True)
         elif shown == 21:
             console.print("[yellow]… more skipped lines are listed in the summary[/]")
 
@@ -95,10 +115,18 @@ def run_score(args: argparse.Namespace) -> int:
             )
     except MalformedInputError as error:
         raise CLIError(f"{error} (nothing written; use --on-error skip to skip such lines)") from error
+    except JsonlReadError as error:
+        raise CLIError(f"{error} (nothing written)") from error
+    except OSError as error:
+        raise CLIError(f"--output {args.output}: cannot write: {error.strerror or error}") from error
     finally:
         reward.close()
     if args.summary_json is not None:
-        args.summary_json.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+        try:
+            with atomic_writer(args.summary_json) as handle:
+                handle.write(dumps_strict(summary.to_dict(), indent=2) + "\n")
+        except OSError as error:
+            raise CLIError(f"--summary-json {args.summary_json}: cannot write: {error.strerror or error}") from error
     if not args.quiet:
         console.print(summary_table(summary, f"{args.output}"))
     return 0

@@ -1,16 +1,46 @@
-"""Line-numbered JSONL reading (plain or gzip) and atomic file writing."""
+"""Line-numbered JSONL reading (plain, gzip or a stream) with bounded lines, strict JSON writing, atomic files.
+
+Every problem with one line (invalid JSON or UTF-8, a NUL byte, NaN/Infinity, an integer too long to convert,
+nesting deeper than `MAX_DEPTH`, a lone surrogate, a line over `MAX_LINE_BYTES`) is reported as that line's
+`error`, never raised; a problem with the file itself (corrupt or truncated gzip, a read error) raises
+`JsonlReadError` naming the file and the line reached. Writers emit strict JSON: no NaN or Infinity ever
+reaches a file (`dumps_strict`, `dumps_row`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import gzip
 import json
+import math
 import os
+import re
+import stat
+import sys
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Longest line read (bytes, newline excluded); a longer line is a bad line, skipped without being held in memory."""
+
+MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects accepted in one row (real rows nest a few levels)."""
+
+STDIN = "-"
+"""The path that means standard input."""
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_CHUNK = 1 << 20
+
+
+class JsonlReadError(ValueError):
+    """A file that cannot be read as JSON lines at all (corrupt gzip, read error); the message names the file."""
 
 
 @dataclass
@@ -22,52 +52,217 @@ class JsonlLine:
     error: str | None = None
 
 
-def open_text(path: str | Path) -> IO[str]:
-    """Open a text file for reading, transparently un-gzipping `.gz` files."""
+def is_gzip_name(path: str | Path) -> bool:
+    """True when the file name ends in `.gz` (any case)."""
+    return str(path).lower().endswith(".gz")
+
+
+def _check_gzip_magic(path: Path) -> None:
+    """Raise `JsonlReadError` when a `.gz` file does not start with the gzip magic bytes."""
+    with open(path, "rb") as raw:
+        head = raw.read(2)
+    if head and head != _GZIP_MAGIC:
+        raise JsonlReadError(f"{path}: not gzip data (the name ends in .gz but the file does not start with 1f 8b)")
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """Open a file (or `-`, standard input) for binary reading, un-gzipping `.gz` files."""
+    if str(path) == STDIN:
+        return sys.stdin.buffer
     path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape")
-    return open(path, encoding="utf-8", errors="surrogateescape")
+    if path.is_dir():
+        raise JsonlReadError(f"{path}: is a directory, not a file")
+    if is_gzip_name(path) and path.is_file():
+        _check_gzip_magic(path)
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[JsonlLine]:
-    """Yield every non-blank line of a JSONL file, parsed, with its line number; bad JSON is reported, not raised."""
-    with open_text(path) as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
+def open_text(path: str | Path) -> IO[str]:
+    """Open a text file for reading, transparently un-gzipping `.gz` files (invalid UTF-8 raises on read)."""
+    path = Path(path)
+    if is_gzip_name(path):
+        _check_gzip_magic(path)
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
+def read_failure(path: str | Path, line: int, error: BaseException) -> JsonlReadError:
+    """The one-line `JsonlReadError` for a file that broke while being read (truncated gzip, bad CRC, I/O error)."""
+    if isinstance(error, EOFError):
+        what = "the gzip data is truncated (unexpected end of file)"
+    elif isinstance(error, gzip.BadGzipFile | zlib.error):
+        what = f"corrupt gzip data ({error})"
+    else:
+        what = f"{type(error).__name__}: {error}"
+    return JsonlReadError(f"{path}: cannot read past line {line}: {what}")
+
+
+def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(number, line bytes without the BOM, or None when over `max_line_bytes`, length in bytes) of every line."""
+    number = 0
+    try:
+        handle = open_binary(path)
+    except JsonlReadError:
+        raise
+    except OSError as error:
+        raise JsonlReadError(f"{path}: cannot open: {error.strerror or error}") from None
+    try:
+        with contextlib.ExitStack() as stack:
+            if str(path) != STDIN:
+                stack.enter_context(handle)
+            while True:
+                line = handle.readline(max_line_bytes + 2)
+                if not line:
+                    return
+                number += 1
+                if number == 1 and line.startswith(_BOM):
+                    line = line[len(_BOM):]
+                body = line.rstrip(b"\r\n")
+                if len(body) > max_line_bytes:
+                    size = len(line)
+                    while not line.endswith(b"\n"):
+                        line = handle.readline(_CHUNK)
+                        if not line:
+                            break
+                        size += len(line)
+                    yield number, None, size
+                    continue
+                yield number, body, len(body)
+    except (OSError, EOFError, zlib.error) as error:
+        raise read_failure(path, number, error) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
+
+
+def row_problem(row: Any, check_surrogates: bool) -> str | None:
+    """Why a parsed row is unusable (nested deeper than `MAX_DEPTH`, a lone surrogate), or None; iterative."""
+    stack: list[tuple[Any, int]] = [(row, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+            for key, item in value.items():
+                if check_surrogates:
+                    stack.append((key, depth))
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+            stack.extend((item, depth + 1) for item in value)
+        elif check_surrogates and isinstance(value, str):
             try:
-                yield JsonlLine(number, row=json.loads(text))
-            except json.JSONDecodeError as error:
-                yield JsonlLine(number, error=f"invalid JSON: {error.msg} (column {error.colno})")
-            except RecursionError:
-                yield JsonlLine(number, error="invalid JSON: nested too deeply")
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return f"a string holds a lone surrogate ({value[error.start]!r}), which is not valid Unicode"
+    return None
 
 
-def count_lines(path: str | Path) -> int:
-    """Number of non-blank lines (for progress bars)."""
-    with open_text(path) as handle:
-        return sum(1 for line in handle if line.strip())
+def parse_line(raw: bytes) -> tuple[Any, str | None]:
+    """(row, None) for a valid JSON line, else (None, why it is not one)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return None, f"invalid UTF-8 at byte {error.start + 1} ({raw[error.start:error.start + 1]!r})"
+    if "\x00" in text:
+        return None, f"a NUL byte at column {text.index(chr(0)) + 1} (JSON lines never hold one)"
+    try:
+        row = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as error:
+        return None, f"invalid JSON: {error.msg} (column {error.colno})"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"
+    except ValueError as error:  # an integer of more than 4,300 digits, NaN / Infinity
+        return None, f"invalid JSON: {str(error).split(';')[0]}"
+    problem = row_problem(row, check_surrogates=_SURROGATE_ESCAPE.search(raw) is not None)
+    if problem is not None:
+        return None, problem
+    return row, None
+
+
+def iter_jsonl(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[JsonlLine]:
+    """Yield every non-blank line of a JSONL file (or `-`), parsed, with its line number; bad lines carry `error`.
+
+    Raises `JsonlReadError` (naming the file and line) only when the file itself cannot be read on.
+    """
+    for number, raw, size in _raw_lines(path, max_line_bytes):
+        if raw is None:
+            yield JsonlLine(number, error=f"line of {size:,} bytes is over the {max_line_bytes:,}-byte limit")
+            continue
+        if not raw.strip():
+            continue
+        row, error = parse_line(raw)
+        yield JsonlLine(number, row=row, error=error)
+
+
+def count_lines(path: str | Path) -> int | None:
+    """Number of non-blank lines (for progress bars); None for a stream that can be read only once."""
+    if str(path) == STDIN or not Path(path).is_file():
+        return None
+    return sum(1 for _, raw, _ in _raw_lines(path, MAX_LINE_BYTES) if raw is None or raw.strip())
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """True when `a` and `b` are one file: the same path, a hard link, or a symbolic link to it (dev + inode)."""
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+def is_stream(path: str | Path) -> bool:
+    """True for `-` and for an existing path that is not a regular file or folder (a FIFO, `/dev/stdout`)."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Write to a temporary file beside `path` and move it into place only when the block succeeds.
 
-    On any exception (Ctrl-C included) the temporary file is removed and `path` is left untouched.
+    On any exception (Ctrl-C included) the temporary file is removed and `path` is left untouched. A `.gz` name
+    is written gzip-compressed. `-` (standard output) or an existing non-regular file (a FIFO, `/dev/stdout`)
+    cannot be replaced atomically: it is written straight through.
     """
+    binary = "b" in mode
+    encoding = None if binary else "utf-8"
+    if is_stream(path):
+        if str(path) == STDIN:
+            target: IO[Any] = sys.stdout.buffer if binary else sys.stdout
+            yield target
+            target.flush()
+        else:
+            with open(path, mode, encoding=encoding) as handle:
+                yield handle
+        return
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, not a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result should have an ordinary file's mode
     try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        with os.fdopen(fd, "wb") as raw:
+            if is_gzip_name(path):
+                zipped = gzip.GzipFile(filename=path.name.removesuffix(".gz"), mode="wb", fileobj=raw, mtime=0)
+                with zipped, _wrap(cast(IO[bytes], zipped), binary) as handle:
+                    yield handle
+            else:
+                with _wrap(raw, binary) as handle:
+                    yield handle
+            raw.flush()
+            os.fsync(raw.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -75,6 +270,44 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         raise
 
 
+@contextlib.contextmanager
+def _wrap(raw: IO[bytes], binary: bool) -> Iterator[IO[Any]]:
+    """`raw` itself (binary) or a UTF-8 text layer over it that is flushed, not closed, at the end."""
+    if binary:
+        yield raw
+        return
+    import io
+
+    text = io.TextIOWrapper(raw, encoding="utf-8", newline="")  # type: ignore[type-var]
+    try:
+        yield text
+        text.flush()
+    finally:
+        text.detach()
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (as JavaScript's JSON.stringify does)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value
+
+
+def dumps_strict(value: Any, **options: Any) -> str:
+    """`json.dumps` that never writes NaN or Infinity: non-finite floats become null (strict JSON, RFC 8259)."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError as error:
+        if "Out of range float" not in str(error):
+            raise
+        return json.dumps(finite_json(value), allow_nan=False, **options)
+
+
 def dumps_row(row: Any) -> str:
-    """One JSONL line (no trailing newline); lone surrogates are escaped so the line is always valid UTF-8."""
-    return json.dumps(row, ensure_ascii=False, default=repr).encode("utf-8", "backslashreplace").decode("utf-8")
+    """One JSONL line (no trailing newline), strict JSON; lone surrogates are escaped so it is valid UTF-8."""
+    text = dumps_strict(row, ensure_ascii=False, default=repr)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

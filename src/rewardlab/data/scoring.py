@@ -1,4 +1,8 @@
-"""Score a JSONL file with any `Reward`: streaming, batched, atomic output, malformed lines reported by number."""
+"""Score a JSONL file with any `Reward`: streaming, batched, atomic output, malformed lines reported by number.
+
+The output may be a `.jsonl.gz` (written compressed), `-` (standard output) or a FIFO; it may never be the input
+(the same path, a hard link or a symbolic link to it): an atomic replace would destroy the skipped lines.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.data.jsonl import atomic_writer, dumps_row, iter_jsonl
+from rewardlab.data.jsonl import STDIN, atomic_writer, dumps_row, iter_jsonl, same_file
 from rewardlab.types import Reward, Sample, Score
 
 
 class MalformedInputError(ValueError):
     """An input line that is not a valid sample row (the message names the file and line)."""
+
+
+class OutputIsInputError(ValueError):
+    """The output path names the input file itself (same path, hard link or symbolic link)."""
+
+
+def check_output_is_not_input(input_path: str | Path, output_path: str | Path) -> None:
+    """Raise `OutputIsInputError` when writing `output_path` would replace `input_path` (compared by dev + inode)."""
+    if str(input_path) == STDIN and str(output_path) == STDIN:
+        return
+    same = same_file(input_path, output_path)
+    if not same and str(input_path) != STDIN:
+        try:
+            same = Path(input_path).resolve() == Path(output_path).resolve()
+        except (OSError, RuntimeError):
+            same = False
+    if same:
+        raise OutputIsInputError(
+            f"output {output_path} is the input file {input_path} (same file, hard link or symbolic link): "
+            "writing it would destroy the input; choose another output path"
+        )
 
 
 @dataclass
@@ -101,12 +126,14 @@ def score_jsonl(
 
     Rows: `{"prompt": str | messages, "response": str, "reference": any, ...}`; other fields pass through.
     A malformed line is skipped and reported (`on_error="skip"`) or stops the run with `MalformedInputError`
-    naming the file and line (`"fail"`); with `"fail"` no output file is written.
+    naming the file and line (`"fail"`); with `"fail"` no output file is written. An output that is the input
+    raises `OutputIsInputError` before anything is read; an unreadable file raises `JsonlReadError`.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if on_error not in ("skip", "fail"):
         raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    check_output_is_not_input(input_path, output_path)
     summary = ScoringSummary()
     batch: list[tuple[dict[str, Any], Sample]] = []
 
