@@ -8,8 +8,17 @@ from rewardlab.runtime.function import (
     batch_reward,
     check_runtime_options,
     reward,
+    stopped_score,
 )
-from rewardlab.runtime.pool import TIMEOUT_ERROR, IsolatedPool, Isolation, Outcome, run_each
+from rewardlab.runtime.pool import (
+    TIMEOUT_ERROR,
+    IsolatedPool,
+    Isolation,
+    Limit,
+    Outcome,
+    end_leftover_processes,
+    run_each,
+)
 
 __all__ = [
     "TIMEOUT_ERROR",
@@ -17,11 +26,14 @@ __all__ = [
     "FunctionReward",
     "IsolatedPool",
     "Isolation",
+    "Limit",
     "Outcome",
     "PerSampleReward",
     "ResultCache",
     "batch_reward",
     "check_runtime_options",
+    "end_leftover_processes",
     "reward",
     "run_each",
+    "stopped_score",
 ]

@@ -4,25 +4,49 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any, overload
 
 import cloudpickle
 
 from rewardlab.runtime.cache import ResultCache
-from rewardlab.runtime.pool import IsolatedPool, Isolation, run_each
+from rewardlab.runtime.pool import IsolatedPool, Isolation, Outcome, run_each
 from rewardlab.types import Reward, Sample, Score, coerce_score, content_hash
 
-_RUNTIME_FIELDS = {"isolation", "workers", "timeout", "cache", "_pool", "_pool_key"}
+_RUNTIME_FIELDS = {"isolation", "workers", "timeout", "memory_mb", "failure_value", "cache", "_pool", "_pool_key"}
 
 
-def check_runtime_options(*, workers: int | None = None, timeout: float | None = None) -> None:
-    """Reject a worker count below 1 or a non-positive timeout (None means: leave unchanged)."""
+class Keep(Enum):
+    """Marker for `set_runtime`'s `failure_value`: leave it as it is (None is a value there: "an error")."""
+
+    KEEP = "keep"
+
+
+def check_runtime_options(*, workers: int | None = None, timeout: float | None = None,
+                          memory_mb: int | None = None, failure_value: float | Keep | None = Keep.KEEP) -> None:
+    """Reject a worker count below 1, a non-positive timeout or memory cap, a non-finite failure value."""
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    if memory_mb is not None and memory_mb < 1:
+        raise ValueError(f"memory_mb must be >= 1, got {memory_mb}")
+    if isinstance(failure_value, bool) or not (
+        failure_value is None or isinstance(failure_value, Keep)
+        or (isinstance(failure_value, int | float) and math.isfinite(failure_value))
+    ):
+        raise ValueError(f"failure_value must be a finite number or None, got {failure_value!r}")
+
+
+def stopped_score(outcome: Outcome, failure_value: float | None) -> Score:
+    """The score of a sample the runtime stopped (`outcome.limit` set): `failure_value`, or an error if None."""
+    info = {"limit": outcome.limit, "reason": outcome.reason or outcome.error or str(outcome.limit)}
+    if failure_value is None:
+        return Score.failure(outcome.error or str(outcome.limit), **info)
+    return Score(value=float(failure_value), info=info)
 
 
 class PerSampleReward(Reward):
@@ -31,17 +55,27 @@ class PerSampleReward(Reward):
     Subclasses implement `score_sample`. Runtime options:
     - `isolation`: `"none"` (in-process), `"thread"` (a pool of threads), `"process"` (killable processes).
     - `workers`: concurrency limit for threads or processes.
-    - `timeout`: seconds per sample. With `"process"` a runaway sample is killed and gets `error="timeout"`;
-      a timeout with `"none"` isolation switches to `"process"` (only a process can be stopped).
-    - `cache`: a `ResultCache` (or True for an in-memory one) keyed by the sample's content.
+    - `timeout`: seconds per sample. Whenever a timeout is set the samples run in killable processes, whatever
+      `isolation` says (a thread cannot be stopped); a runaway sample's process group is killed.
+    - `memory_mb`: address-space cap per worker process (also implies process isolation).
+    - `failure_value`: the score of a sample the runtime stopped (timeout, worker killed or died, out of
+      memory): `Score(value=failure_value, info={"limit": ..., "reason": ...})`; with None (the default) such a
+      sample is an error carrying the same info, so a composite errors too and the failure never pays.
+      Families whose failing score is known (pass/fail: 0.0) set it as a class attribute. An exception raised
+      by `score_sample` stays an error (a checker bug or a bad reference); families that know an exception is
+      the response's fault catch it and return their failing value themselves.
+    - `cache`: a `ResultCache` (or True for an in-memory one) keyed by the sample's content. Stopped samples
+      are never cached (a timeout may be the machine's load).
     """
 
     isolation: Isolation = "none"
     workers: int = 1
     timeout: float | None = None
+    memory_mb: int | None = None
+    failure_value: float | None = None
     cache: ResultCache | None = None
     _pool: IsolatedPool | None = None
-    _pool_key: tuple[int, float | None] | None = None
+    _pool_key: tuple[int, float | None, int | None] | None = None
 
     @abstractmethod
     def score_sample(self, sample: Sample) -> Score | float | None:
@@ -53,6 +87,8 @@ class PerSampleReward(Reward):
         isolation: Isolation | None = None,
         workers: int | None = None,
         timeout: float | None = None,
+        memory_mb: int | None = None,
+        failure_value: float | Keep | None = Keep.KEEP,
         cache: ResultCache | bool | None = None,
     ) -> None:
         """Set runtime options (see the class docstring); unset arguments keep their value."""
@@ -60,11 +96,15 @@ class PerSampleReward(Reward):
             if isolation not in ("none", "thread", "process"):
                 raise ValueError(f"isolation must be 'none', 'thread' or 'process', got {isolation!r}")
             self.isolation = isolation
-        check_runtime_options(workers=workers, timeout=timeout)
+        check_runtime_options(workers=workers, timeout=timeout, memory_mb=memory_mb, failure_value=failure_value)
         if workers is not None:
             self.workers = workers
         if timeout is not None:
             self.timeout = timeout
+        if memory_mb is not None:
+            self.memory_mb = memory_mb
+        if not isinstance(failure_value, Keep):
+            self.failure_value = None if failure_value is None else float(failure_value)
         if cache is True:
             self.cache = ResultCache()
         elif cache is False:
@@ -74,7 +114,10 @@ class PerSampleReward(Reward):
         self._drop_pool()
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        """Set the worker count and per-sample timeout; more than one worker runs samples concurrently."""
+        """Set the worker count and per-sample timeout; more than one worker runs samples concurrently.
+
+        Without a timeout extra workers are threads; with one, killable processes (see `_effective_isolation`).
+        """
         isolation: Isolation | None = None
         if workers is not None and workers > 1 and self.isolation == "none":
             isolation = "thread"
@@ -87,16 +130,18 @@ class PerSampleReward(Reward):
         return content_hash([type(self).__module__, type(self).__qualname__, self.name, config])
 
     def _effective_isolation(self) -> Isolation:
-        if self.timeout is not None and self.isolation == "none":
+        """Processes whenever a timeout or memory cap is set: only a process can be stopped or capped."""
+        if self.timeout is not None or self.memory_mb is not None:
             return "process"
         return self.isolation
 
     def _get_pool(self) -> IsolatedPool:
-        key = (self.workers, self.timeout)
+        key = (self.workers, self.timeout, self.memory_mb)
         pool = self._pool
         if pool is None or self._pool_key != key:
             self._drop_pool()
-            pool = IsolatedPool(_ScoreSample(self), workers=self.workers, timeout=self.timeout)
+            pool = IsolatedPool(_ScoreSample(self), workers=self.workers, timeout=self.timeout,
+                                memory_mb=self.memory_mb)
             self._pool = pool
             self._pool_key = key
         return pool
@@ -136,6 +181,9 @@ class PerSampleReward(Reward):
             pool=pool,
         )
         for i, outcome in zip(todo, outcomes, strict=True):
+            if outcome.limit is not None:
+                scores[i] = stopped_score(outcome, self.failure_value)
+                continue  # never cached: the same sample may finish on a less loaded machine
             if outcome.error is not None:
                 score = Score.failure(outcome.error)
             else:
@@ -234,6 +282,8 @@ def reward(
     isolation: Isolation = "none",
     workers: int = 1,
     timeout: float | None = None,
+    memory_mb: int | None = None,
+    failure_value: float | None = None,
     cache: bool | ResultCache = False,
 ) -> Callable[[Callable[[Sample], Any]], FunctionReward]: ...
 
@@ -246,18 +296,24 @@ def reward(
     isolation: Isolation = "none",
     workers: int = 1,
     timeout: float | None = None,
+    memory_mb: int | None = None,
+    failure_value: float | None = None,
     cache: bool | ResultCache = False,
 ) -> FunctionReward | Callable[[Callable[[Sample], Any]], FunctionReward]:
     """Turn a per-sample function into a `Reward` with batching, isolation, timeouts and a cache.
 
-    >>> @reward(timeout=2.0)
+    `failure_value` is the score of a sample the runtime stops (timeout, crash, memory); None makes it an error.
+
+    >>> @reward(timeout=2.0, failure_value=0.0)
     ... def short(sample):
     ...     return 1.0 if len(sample.response) < 100 else 0.0
     """
+    check_runtime_options(workers=workers, timeout=timeout, memory_mb=memory_mb, failure_value=failure_value)
 
     def wrap(f: Callable[[Sample], Any]) -> FunctionReward:
         built = FunctionReward(f, name=name)
-        built.set_runtime(isolation=isolation, workers=workers, timeout=timeout, cache=cache)
+        built.set_runtime(isolation=isolation, workers=workers, timeout=timeout, memory_mb=memory_mb,
+                          failure_value=failure_value, cache=cache)
         return built
 
     return wrap(fn) if fn is not None else wrap
