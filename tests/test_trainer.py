@@ -187,7 +187,7 @@ def test_exact_resume_after_a_simulated_kill(tmp_path: Path, bert: str) -> None:
     cfg = config(tmp_path, bert, "killed", epochs=2, save_every=3)
     with pytest.raises(TrainingInterrupted):
         train_reward_model(cfg, pairs=pairs, quiet=True, stop_after_steps=10)  # last checkpoint: step 9
-    checkpoints = sorted(p.name for p in (tmp_path / "killed" / "checkpoints").iterdir())
+    checkpoints = sorted(p.name for p in (tmp_path / "killed" / "checkpoints").glob("step-*"))
     assert checkpoints == ["step-9"]
     cfg.resume = True
     resumed = train_reward_model(cfg, pairs=pairs, quiet=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, console, progress_bar, stdout
+from rewardlab.cli.terminal import CLIError, console, naming, progress_bar, stdout
 from rewardlab.data.encoding import TRUNCATION_POLICIES
 from rewardlab.data.preference import FORMATS, PreferenceFormatError, load_preferences
 from rewardlab.data.validation import ISSUES, ValidationReport, validate_pairs
@@ -125,7 +125,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         pairs = load_preferences(args.path, split=args.split, format=args.format, limit=args.limit,
                                  prompt_mismatch=args.prompt_mismatch)
     except (PreferenceFormatError, FileNotFoundError, ValueError) as error:
-        raise CLIError(f"{args.path}: {error}") from error
+        raise CLIError(naming(args.path, error)) from error
     except Exception as error:  # datasets raises many kinds for unknown names
         raise CLIError(f"{args.path}: cannot load: {type(error).__name__}: {error}") from error
     tokenizer = load_tokenizer(args.backbone) if args.backbone is not None else None

@@ -13,8 +13,8 @@ from rewardlab.progress import console, progress_bar
 
 stdout = Console()
 
-__all__ = ["CLIError", "check_input_file", "check_output_file", "check_output_folder", "console", "progress_bar",
-           "stdout"]
+__all__ = ["CLIError", "check_input_file", "check_output_file", "check_output_folder", "console", "naming",
+           "progress_bar", "stdout"]
 
 STREAM = "-"
 """The path that means standard input (for inputs) or standard output (for outputs)."""
@@ -26,6 +26,12 @@ class CLIError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def naming(path: Path | str, error: BaseException | str) -> str:
+    """`error`'s message prefixed with `path`, unless it already starts with it."""
+    text = str(error)
+    return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
 def check_input_file(path: Path | str, flag: str) -> None:

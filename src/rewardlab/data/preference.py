@@ -22,13 +22,14 @@ Optional fields on any row: `subset`, `margin`, `tie`, `id`; other fields go to 
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewardlab.data.hh_rlhf import HHFormatError, looks_like_hh_dialogue, parse_hh_pair
-from rewardlab.data.jsonl import iter_jsonl, open_text
+from rewardlab.data.jsonl import iter_jsonl, open_text, read_failure, reject_constant
 from rewardlab.types import Message, PreferencePair, Prompt, RankedResponses
 
 FORMATS = ("auto", "pairs", "hh", "rated", "ranked")
@@ -113,15 +114,30 @@ def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
         suffixes = suffixes[:-1]
     kind = suffixes[-1] if suffixes else ""
     if kind == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        yield from enumerate(pq.read_table(path).to_pylist(), start=1)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as error:
+            raise PreferenceFormatError(f"{path}: not a readable Parquet file: {error}") from None
+        yield from enumerate(table.to_pylist(), start=1)
     elif kind == ".json":
-        with open_text(path) as handle:
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise PreferenceFormatError(f"{path}: invalid JSON at line {error.lineno}: {error.msg}") from None
+        try:
+            with open_text(path) as handle:
+                text = handle.read()
+        except UnicodeDecodeError as error:
+            raise PreferenceFormatError(f"{path}: invalid UTF-8 at byte {error.start + 1}") from None
+        except (OSError, EOFError, zlib.error) as error:
+            raise read_failure(path, 0, error) from None
+        try:
+            data = json.loads(text, parse_constant=reject_constant)
+        except json.JSONDecodeError as error:
+            raise PreferenceFormatError(f"{path}: invalid JSON at line {error.lineno}: {error.msg}") from None
+        except RecursionError:
+            raise PreferenceFormatError(f"{path}: invalid JSON: nested too deeply") from None
+        except ValueError as error:  # an integer of more than 4,300 digits, NaN / Infinity
+            raise PreferenceFormatError(f"{path}: invalid JSON: {str(error).split(';')[0]}") from None
         if isinstance(data, Mapping) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list):

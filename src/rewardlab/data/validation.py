@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.data.encoding import TRUNCATION_POLICIES, encode_pair
+from rewardlab.data.jsonl import dumps_strict
 from rewardlab.data.preference import LoadReport
 from rewardlab.data.templates import template_name
 from rewardlab.types import PreferencePair
@@ -94,7 +95,7 @@ class ValidationReport:
 
     def to_json(self) -> str:
         """The report as indented JSON."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        return dumps_strict(self.to_dict(), indent=2, ensure_ascii=False)
 
 
 def _prompt_key(prompt: Any) -> str:

@@ -7,12 +7,17 @@ and the per-slice losses are weighted by their share of the pairs). Pairs are to
 batches (less padding), and the chosen and rejected sequences of a batch go through the model in one forward.
 Checkpoints hold the model, optimizer, schedule, step and RNG states; the batch order is a pure function of
 (seed, epoch), so a killed run resumed from its last checkpoint ends with the same weights as an uninterrupted one.
+
+The output folder only ever holds finished runs: a run in progress writes its log and checkpoints under
+`OUTPUT/checkpoints/` and, at the end, moves the model, `metrics.json` and then `train_log.jsonl` into `OUTPUT`
+(each file by an atomic rename; the log last, so a complete log means a complete run). An interrupted retrain
+into an existing folder leaves the previous run's files as they were (plus `checkpoints/` to `--resume` from when
+a checkpoint was reached); a run that fails before its first checkpoint removes what it created, the folder too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import random
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rewardlab.data.jsonl import dumps_strict
 from rewardlab.train.config import TrainConfig
 from rewardlab.types import PreferencePair
 
@@ -34,6 +40,8 @@ if TYPE_CHECKING:
 LOG_FILE = "train_log.jsonl"
 METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
+FINAL_DIR = "final"
+"""Under `CHECKPOINT_DIR`: the finished model and metrics, before they are moved into the output folder."""
 
 
 class TrainingInterrupted(RuntimeError):
@@ -441,12 +449,13 @@ class _Log:
 
     def write(self, row: dict[str, Any]) -> None:
         if self.handle is not None:
-            self.handle.write(json.dumps(row, default=str) + "\n")
+            self.handle.write(dumps_strict(row, default=str) + "\n")
             self.handle.flush()
 
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()
+            self.handle = None
 
 
 def _progress(quiet: bool) -> Any:
@@ -463,6 +472,49 @@ def _progress(quiet: bool) -> Any:
     )
 
 
+def load_tensor_file(path: Path) -> Any:
+    """A checkpoint file loaded with `torch.load(weights_only=True)`: tensors and plain data only, never code.
+
+    A file whose unpickling would need anything else (a crafted pickle that runs code) raises a one-line
+    `ValueError` naming the file, and nothing in it is executed.
+    """
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as error:
+        first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        raise ValueError(f"{path}: refused to load: not a plain tensor checkpoint ({first[:200]})") from None
+
+
+def _publish_run(staging: Path, output: Path, log_path: Path) -> None:
+    """Move a finished run from `staging` into `output` by atomic renames, file by file, the log last."""
+    from rewardlab.models.reward_model import HEAD_FILE
+
+    stale_head = not (staging / HEAD_FILE).exists()  # a layout without a separate head: drop an older one
+    for item in sorted(staging.iterdir()):
+        target = output / item.name
+        if item.is_dir() and target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(item, target)
+    if stale_head:
+        (output / HEAD_FILE).unlink(missing_ok=True)
+    os.replace(log_path, output / LOG_FILE)
+
+
+def _discard_unfinished_run(output: Path, created: bool) -> None:
+    """After a failed run: drop its partial log and staging unless a checkpoint can be resumed; drop `output`
+    too when this run created it and nothing else is left in it."""
+    folder = output / CHECKPOINT_DIR
+    if folder.is_dir() and not _checkpoints(output):
+        shutil.rmtree(folder, ignore_errors=True)
+    if created and output.is_dir() and not any(output.iterdir()):
+        with contextlib.suppress(OSError):
+            output.rmdir()
+
+
 def train_reward_model(
     config: TrainConfig,
     *,
@@ -475,7 +527,32 @@ def train_reward_model(
 
     `pairs`/`eval_pairs` override `config.data`/`config.eval_data`. `stop_after_steps` raises
     `TrainingInterrupted` right after that optimizer step, writing nothing more (a simulated kill, for tests).
+    The output folder receives a run only when it finishes (see the module docstring); `config.output` naming
+    a file is a `ValueError`.
     """
+    output = Path(config.output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"output {output}: is a file, expected a folder for the model")
+    created = not output.exists()
+    try:
+        return _train(config, pairs=pairs, eval_pairs=eval_pairs, quiet=quiet, stop_after_steps=stop_after_steps)
+    except TrainingInterrupted:
+        raise
+    except BaseException:
+        if os.environ.get("RANK", "0") == "0":
+            _discard_unfinished_run(output, created)
+        raise
+
+
+def _train(
+    config: TrainConfig,
+    *,
+    pairs: Sequence[PreferencePair] | None,
+    eval_pairs: Sequence[PreferencePair] | None,
+    quiet: bool,
+    stop_after_steps: int | None,
+) -> TrainResult:
+    """The body of `train_reward_model`."""
     import torch
     from accelerate import Accelerator
     from accelerate.utils import set_seed
@@ -491,9 +568,6 @@ def train_reward_model(
     if device.type == "cpu":
         torch.set_num_threads(config.num_threads or cpu_threads(accelerator.num_processes))
     output = Path(config.output)
-    if main:
-        output.mkdir(parents=True, exist_ok=True)
-    accelerator.wait_for_everyone()
 
     # ---- data: loaded, split and tokenised once
     load_reports: dict[str, Any] = {}
@@ -550,6 +624,9 @@ def train_reward_model(
     )
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
+    if main:
+        (output / CHECKPOINT_DIR).mkdir(parents=True, exist_ok=True)
+    accelerator.wait_for_everyone()
 
     # ---- resume
     step = 0
@@ -560,7 +637,7 @@ def train_reward_model(
         found = _checkpoints(output)
         if found:
             latest = found[-1]
-            state = torch.load(latest / "state.pt", map_location="cpu", weights_only=False)
+            state = load_tensor_file(latest / "state.pt")
             if state["config"] != _resume_key(config):
                 raise ValueError(
                     f"{latest}: the checkpoint was written with a different config; "
@@ -572,9 +649,9 @@ def train_reward_model(
             step, pairs_seen, train_seconds = state["step"], state["pairs_seen"], state["train_seconds"]
             rng_file = latest / f"rng-{rank}.pt"
             if rng_file.is_file():
-                _set_rng_state(torch.load(rng_file, map_location="cpu", weights_only=False))
+                _set_rng_state(load_tensor_file(rng_file))
             resumed_from = str(latest)
-    log = _Log(output / LOG_FILE, main, append=resumed_from is not None)
+    log = _Log(output / CHECKPOINT_DIR / LOG_FILE, main, append=resumed_from is not None)
     if resumed_from is None:
         log.write({"event": "start", "config": config.to_dict(), "processes": world, "bf16": use_bf16,
                    "train": train_data.stats(), "eval": eval_data.stats(), "load": load_reports,
@@ -735,10 +812,14 @@ def train_reward_model(
             metadata["reward_std"] = float(rewards.std())
             metadata["reward_stats_source"] = "held-out pairs, final model" if world == 1 else (
                 "held-out pairs of the main process's shard, final model")
-        unwrapped.save_pretrained(output, tokenizer=tokenizer, metadata=metadata)
+        staging = output / CHECKPOINT_DIR / FINAL_DIR
+        shutil.rmtree(staging, ignore_errors=True)
+        unwrapped.save_pretrained(staging, tokenizer=tokenizer, metadata=metadata)
         metrics["wall_seconds"] = time.perf_counter() - wall_start
-        (output / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
+        (staging / METRICS_FILE).write_text(dumps_strict(metrics, indent=2, default=str) + "\n", encoding="utf-8")
         log.write({"event": "end", **{k: v for k, v in metrics.items() if k not in ("load",)}})
+        log.close()
+        _publish_run(staging, output, output / CHECKPOINT_DIR / LOG_FILE)
         shutil.rmtree(output / CHECKPOINT_DIR, ignore_errors=True)
     else:
         metrics["wall_seconds"] = time.perf_counter() - wall_start
