@@ -1,0 +1,103 @@
+"""Read the rows `rewardlab score` writes (sample fields + `score`) and group them by prompt for pairs and weights."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.types import content_hash
+
+
+@dataclass
+class ScoredRow:
+    """One scored candidate: its row as read, line number, group key, and value (None when unusable)."""
+
+    row: dict[str, Any]
+    line: int
+    group: str
+    value: float | None
+    status: str  # "ok", "failed" (score error or non-finite value) or "not_applicable" (value None, no error)
+
+
+@dataclass
+class ReadReport:
+    """What reading a scored file found: usable rows, and the lines skipped with the reason."""
+
+    rows: list[ScoredRow] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def group_key(row: dict[str, Any]) -> str:
+    """The GRPO group a row belongs to: its `group` field when present, else a hash of its prompt."""
+    if row.get("group") is not None:
+        return f"group:{row['group']!r}"
+    return "prompt:" + content_hash(row.get("prompt", ""))
+
+
+def score_value(row: dict[str, Any], score_field: str = "score") -> tuple[float | None, str]:
+    """(value, status) of a row's score: `{"value", "error"}` as `rewardlab score` writes it, or a bare number."""
+    if score_field not in row:
+        raise ValueError(f"missing field {score_field!r}")
+    score = row[score_field]
+    if isinstance(score, dict):
+        if score.get("error") is not None:
+            return None, "failed"
+        value = score.get("value")
+    else:
+        value = score
+    if value is None:
+        return None, "not_applicable"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"field {score_field!r}: value must be a number or null, got {type(value).__name__}")
+    if not math.isfinite(float(value)):
+        return None, "failed"
+    return float(value), "ok"
+
+
+def parse_scored_rows(rows: Iterable[tuple[int, Any]], *, score_field: str = "score") -> ReadReport:
+    """Numbered rows → `ScoredRow`s; a row that is not an object, has no string `response` or no score is skipped."""
+    report = ReadReport()
+    for number, row in rows:
+        if not isinstance(row, dict):
+            report.skipped.append((number, f"expected a JSON object, got {type(row).__name__}"))
+            continue
+        if not isinstance(row.get("response"), str):
+            report.skipped.append((number, "field 'response' must be a string"))
+            continue
+        prompt = row.get("prompt", "")
+        if not isinstance(prompt, str | list):
+            report.skipped.append((number, f"field 'prompt' must be a string or messages, got {type(prompt).__name__}"))
+            continue
+        try:
+            value, status = score_value(row, score_field)
+        except ValueError as error:
+            report.skipped.append((number, str(error)))
+            continue
+        report.rows.append(ScoredRow(row=row, line=number, group=group_key(row), value=value, status=status))
+    return report
+
+
+def read_scored_jsonl(path: str | Path, *, score_field: str = "score") -> ReadReport:
+    """Parse a scored JSONL file; bad lines are reported by number in `skipped`, never raised."""
+    numbered: list[tuple[int, Any]] = []
+    skipped: list[tuple[int, str]] = []
+    for line in iter_jsonl(path):
+        if line.error is not None:
+            skipped.append((line.number, line.error))
+        else:
+            numbered.append((line.number, line.row))
+    report = parse_scored_rows(numbered, score_field=score_field)
+    report.skipped = sorted(skipped + report.skipped)
+    return report
+
+
+def grouped(rows: Iterable[ScoredRow]) -> dict[str, list[ScoredRow]]:
+    """Rows by group key, groups in order of first appearance, rows in file order."""
+    groups: dict[str, list[ScoredRow]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    return groups
