@@ -2,25 +2,32 @@
 
 Fast path first: canonical strings, then exact rationals (`fractions.Fraction`), then numeric evaluation
 (complex floats; expressions with variables are compared at fixed random points, i.e. polynomial identity
-testing, Schwartz 1980 / Zippel 1979). sympy is only the fallback for what numbers cannot decide, and runs
-under size limits plus an in-process time budget (SIGALRM when available), so the default in-process reward
-never hangs; `configure(timeout=...)` additionally runs every sample in a killable worker process.
+testing, Schwartz 1980 / Zippel 1979). sympy is only the fallback for what numbers cannot decide; it runs in a
+killable worker process under a time budget (`rewardlab.rewards._math_symbolic`), so `math` is bounded on
+every thread. Integers and exact decimals compare exactly; the relative tolerance only applies where the gold
+has no exact decimal form (see `compare_answers`). A comparison stopped by a bound is a failing value with
+`info["limit"]`, never an error.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 from rewardlab.registry import register
-from rewardlab.rewards._math_extract import EXPLICIT, EXTRACTORS, check_extractors, extract_answer, last_boxed
+from rewardlab.rewards._math_extract import (
+    EXPLICIT,
+    EXTRACTORS,
+    check_extractors,
+    extract_answer,
+    extract_visible,
+    last_boxed,
+    visible_text,
+)
 from rewardlab.rewards._math_parse import (
     MAX_ANSWER_CHARS,
     Answer,
@@ -37,137 +44,61 @@ from rewardlab.rewards._math_parse import (
     free_symbols,
     has_percent,
     is_inexact,
-    node_size,
     numeric_value,
     parse_answer,
+    unit_of,
 )
+from rewardlab.rewards._math_symbolic import sympy_equal
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
 
 __all__ = ["MathReward", "Verdict", "compare_answers", "equivalent", "extract_answer", "gold_answer"]
 
-MAX_SYMPY_NODES = 200
-"""Expressions larger than this (tree nodes) are never handed to sympy."""
-MAX_SYMPY_POWER_BITS = 20_000
-"""A numeric power whose value would need more bits than this is refused before sympy evaluates it."""
+ToleranceFor = Literal["inexact", "decimal"]
 
 _POINTS = 3
 _ABS_EPS = 1e-12
+_FLOAT_NOISE = 1e-12
+"""Relative slack for float evaluation when the gold is exact (rounding error, not a tolerance)."""
+_SYMBOLS_EPS = 1e-9
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether two answers are equivalent, and which path decided (string, exact, numeric, sympy, text, ...)."""
+    """Whether two answers are equivalent, which path decided, and the bound that stopped it (if any)."""
 
     equal: bool
     path: str
+    limit: str | None = None
+    reason: str | None = None
 
 
-class _Budget(Exception):
-    """Raised inside sympy work when the in-process time budget runs out."""
+@dataclass(frozen=True)
+class _Rules:
+    """How to compare: tolerance and where it applies, whether sympy may decide, and its time budget."""
+
+    tolerance: float
+    tolerance_for: ToleranceFor
+    symbolic: bool
+    budget: float
 
 
-@contextlib.contextmanager
-def _time_budget(seconds: float) -> Iterator[None]:
-    """Interrupt the block after `seconds` with SIGALRM, when this is the main thread and no timer is in use.
-
-    sympy is pure Python, so the signal lands between bytecodes; C-level giant integer arithmetic cannot be
-    interrupted, which is why powers and factorials are size-checked before sympy sees them.
-    """
-    usable = (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
-        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
-    )
-    if not usable:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise _Budget()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _terminates(value: Fraction) -> bool:
+    """True when the rational has a finite decimal expansion (its denominator has only the primes 2 and 5)."""
+    den = value.denominator
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    return den == 1
 
 
-# ------------------------------------------------------------------------------------------------ sympy path
-def _to_sympy(node: Node) -> Any:
-    """Build a sympy expression from a parse tree, refusing powers/factorials that would explode."""
-    import sympy
-
-    kind = node[0]
-    if kind == "n":
-        value: Fraction = node[1]
-        return sympy.Rational(value.numerator, value.denominator)
-    if kind == "s":
-        return sympy.Symbol(node[1])
-    if kind == "pi":
-        return sympy.pi
-    if kind == "e":
-        return sympy.E
-    if kind == "i":
-        return sympy.I
-    if kind == "inf":
-        return sympy.oo
-    if kind == "neg":
-        return -_to_sympy(node[1])
-    if kind == "+":
-        return _to_sympy(node[1]) + _to_sympy(node[2])
-    if kind == "*":
-        return _to_sympy(node[1]) * _to_sympy(node[2])
-    if kind == "/":
-        return _to_sympy(node[1]) / _to_sympy(node[2])
-    if kind == "^":
-        base, exponent = _to_sympy(node[1]), _to_sympy(node[2])
-        if exponent.is_Number and abs(exponent) > 10_000:
-            raise OverflowError("exponent too large for symbolic comparison")
-        if base.is_Number and exponent.is_Number:
-            size = float(abs(exponent)) * max(1.0, math.log2(float(abs(base)) + 1.0))
-            if size > MAX_SYMPY_POWER_BITS:
-                raise OverflowError("power too large for symbolic comparison")
-        return base**exponent
-    if kind == "sqrt":
-        return sympy.sqrt(_to_sympy(node[1]))
-    if kind == "root":
-        return sympy.root(_to_sympy(node[1]), _to_sympy(node[2]))
-    if kind == "f":
-        names = {"ln": "log", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
-        function: str = node[1]
-        return getattr(sympy, names.get(function, function))(_to_sympy(node[2]))
-    if kind == "abs":
-        return sympy.Abs(_to_sympy(node[1]))
-    if kind in ("floor", "ceil"):
-        return (sympy.floor if kind == "floor" else sympy.ceiling)(_to_sympy(node[1]))
-    if kind in ("!", "binom"):
-        args = [_to_sympy(part) for part in node[1:]]
-        if any(arg.is_Number and abs(arg) > 1000 for arg in args):
-            raise OverflowError("factorial argument too large")
-        return sympy.factorial(args[0]) if kind == "!" else sympy.binomial(*args)
-    raise ValueError(f"no sympy form for {kind}")
-
-
-def _sympy_equal(a: Node, b: Node, budget: float) -> bool | None:
-    """Symbolic equality `simplify(a - b) == 0` under size limits and a time budget; None when undecided."""
-    if node_size(a) > MAX_SYMPY_NODES or node_size(b) > MAX_SYMPY_NODES:
-        return None
-    try:
-        with _time_budget(budget):
-            import sympy
-
-            difference = _to_sympy(a) - _to_sympy(b)
-            if difference == 0 or sympy.expand(difference) == 0:
-                return True
-            return bool(sympy.simplify(difference) == 0)
-    except (_Budget, OverflowError, ValueError, TypeError, ZeroDivisionError, RecursionError, AttributeError):
-        return None
-    except Exception:  # sympy raises a zoo of internal errors on odd input
-        return None
+def _tolerance_applies(gold: Node, gold_value: Fraction | None, rules: _Rules) -> bool:
+    """Whether the gold is approximate: irrational or non-terminating, or (`tolerance_for="decimal"`) decimal."""
+    if gold_value is None:
+        return True
+    if not _terminates(gold_value):
+        return True
+    return rules.tolerance_for == "decimal" and is_inexact(gold)
 
 
 # ------------------------------------------------------------------------------------------- numeric path
@@ -202,46 +133,49 @@ def _divides_by_zero(node: Node) -> bool:
     return any(isinstance(part, tuple) and _divides_by_zero(part) for part in node[1:])
 
 
-def _expr_equal(a: Node, b: Node, tolerance: float, symbolic: bool, budget: float) -> Verdict:
+def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
+    """Answer expression `a` against gold expression `b` (exact, then numeric, then sympy)."""
     if a == b:
         return Verdict(True, "tree")
     if contains_infinity(a) or contains_infinity(b):
         sign_a, sign_b = _infinity_sign(a), _infinity_sign(b)
         return Verdict(sign_a is not None and sign_a == sign_b, "infinity")
     exact_a, exact_b = exact_value(a), exact_value(b)
+    approximate = _tolerance_applies(b, exact_b, rules)
     if exact_a is not None and exact_b is not None:
         if exact_a == exact_b:
             return Verdict(True, "exact")
-        if not (is_inexact(a) or is_inexact(b)):
-            return Verdict(False, "exact")
-        bound = Fraction(tolerance) * max(abs(exact_a), abs(exact_b))
-        return Verdict(abs(exact_a - exact_b) <= bound, "exact")
+        measured = rules.tolerance_for == "decimal" and is_inexact(b)
+        if approximate and (is_inexact(a) or measured):  # a rounded decimal for 1/3; anything near a measured gold
+            bound = Fraction(repr(rules.tolerance)) * max(abs(exact_a), abs(exact_b))
+            return Verdict(abs(exact_a - exact_b) <= bound, "approximate")
+        return Verdict(False, "exact")
     symbols = free_symbols(a) | free_symbols(b)
+    slack = max(rules.tolerance, _FLOAT_NOISE) if approximate else _FLOAT_NOISE
+    if symbols:
+        slack = _SYMBOLS_EPS
     try:
-        agree = all(
-            _close(numeric_value(a, env), numeric_value(b, env), tolerance if not symbols else 1e-9)
-            for env in _points(symbols)
-        )
+        agree = all(_close(numeric_value(a, env), numeric_value(b, env), slack) for env in _points(symbols))
         return Verdict(agree, "numeric")
     except (ValueError, OverflowError, ZeroDivisionError, ArithmeticError, KeyError, RecursionError):
         if _divides_by_zero(a) or _divides_by_zero(b):
             return Verdict(False, "undefined")  # e.g. \frac 60: a division by a literal zero is no answer
-    if symbolic:
-        result = _sympy_equal(a, b, budget)
-        if result is not None:
-            return Verdict(result, "sympy")
-        return Verdict(False, "undecided")
-    return Verdict(False, "numeric-failed")
+    if not rules.symbolic:
+        return Verdict(False, "numeric-failed")
+    result = sympy_equal(a, b, rules.budget)
+    if result.equal is not None:
+        return Verdict(result.equal, "sympy")
+    return Verdict(False, "undecided", result.limit, result.reason)
 
 
 def _difference(eq: Equation) -> Node:
     return ("+", eq.lhs, ("neg", eq.rhs))
 
 
-def _equations_equal(p: Equation, g: Equation, tolerance: float, symbolic: bool, budget: float) -> Verdict:
+def _equations_equal(p: Equation, g: Equation, rules: _Rules) -> Verdict:
     """Same equation: same variable on the left and equal right sides, or lhs−rhs proportional."""
     if _is_name(p.lhs) and p.lhs == g.lhs:
-        return _expr_equal(p.rhs, g.rhs, tolerance, symbolic, budget)
+        return _expr_equal(p.rhs, g.rhs, rules)
     dp, dg = _difference(p), _difference(g)
     symbols = free_symbols(dp) | free_symbols(dg)
     try:
@@ -259,12 +193,20 @@ def _equations_equal(p: Equation, g: Equation, tolerance: float, symbolic: bool,
         return Verdict(False, "equation")
 
 
-def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], tolerance: float, symbolic: bool,
-                     budget: float) -> bool:
+def _first_limited(verdicts: Sequence[Verdict], path: str) -> Verdict:
+    """A failing verdict for a structure, carrying the bound that stopped one of its parts (if any)."""
+    for verdict in verdicts:
+        if verdict.limit is not None:
+            return Verdict(False, path, verdict.limit, verdict.reason)
+    return Verdict(False, path)
+
+
+def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], rules: _Rules) -> Verdict:
     """Multiset equality under answer equivalence (augmenting-path bipartite matching, sizes are small)."""
     if len(ps) != len(gs) or len(ps) > 64:
-        return False
-    edges = [[_answer_equal(p, g, tolerance, symbolic, budget).equal for g in gs] for p in ps]
+        return Verdict(False, "unordered")
+    verdicts = [[_answer_equal(p, g, rules) for g in gs] for p in ps]
+    edges = [[v.equal for v in row] for row in verdicts]
     owner: list[int | None] = [None] * len(gs)
 
     def assign(i: int, seen: set[int]) -> bool:
@@ -277,7 +219,9 @@ def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], tolerance: floa
                     return True
         return False
 
-    return all(assign(i, set()) for i in range(len(ps)))
+    if all(assign(i, set()) for i in range(len(ps))):
+        return Verdict(True, "unordered")
+    return _first_limited([v for row in verdicts for v in row], "unordered")
 
 
 def _is_name(node: Node) -> bool:
@@ -296,42 +240,39 @@ def _flat_matrix(m: Matrix) -> tuple[Answer, ...] | None:
     return None
 
 
-def _answer_equal(p: Answer, g: Answer, tolerance: float, symbolic: bool, budget: float) -> Verdict:
-    """Structural equivalence of two parsed answers (see the module docstring for the rules)."""
+def _answer_equal(p: Answer, g: Answer, rules: _Rules) -> Verdict:
+    """Structural equivalence of answer `p` and gold `g` (see the module docstring for the rules)."""
     if isinstance(g, Unordered) and len(g.items) == 1:
-        return _answer_equal(p, g.items[0], tolerance, symbolic, budget)
+        return _answer_equal(p, g.items[0], rules)
     if isinstance(p, Unordered) and len(p.items) == 1:
-        return _answer_equal(p.items[0], g, tolerance, symbolic, budget)
+        return _answer_equal(p.items[0], g, rules)
     if isinstance(p, Equation) and isinstance(g, Equation):
-        return _equations_equal(p, g, tolerance, symbolic, budget)
+        return _equations_equal(p, g, rules)
     if isinstance(g, Equation) and _is_name(g.lhs) and not isinstance(p, Equation):
-        return _answer_equal(p, Expr(g.rhs), tolerance, symbolic, budget)
+        return _answer_equal(p, Expr(g.rhs), rules)
     if isinstance(p, Equation) and _is_name(p.lhs):
-        return _answer_equal(Expr(p.rhs), g, tolerance, symbolic, budget)
+        return _answer_equal(Expr(p.rhs), g, rules)
     if isinstance(p, Expr) and isinstance(g, Expr):
-        return _expr_equal(p.node, g.node, tolerance, symbolic, budget)
+        return _expr_equal(p.node, g.node, rules)
     if isinstance(p, Text) or isinstance(g, Text):
         return Verdict(isinstance(p, Text) and isinstance(g, Text) and p.text == g.text, "text")
     if isinstance(p, Matrix) and isinstance(g, Matrix):
         if [len(r) for r in p.rows] != [len(r) for r in g.rows]:
             return Verdict(False, "matrix")
-        ok = all(
-            _answer_equal(x, y, tolerance, symbolic, budget).equal
-            for row_p, row_g in zip(p.rows, g.rows, strict=True)
-            for x, y in zip(row_p, row_g, strict=True)
-        )
-        return Verdict(ok, "matrix")
+        pairs = [(x, y) for row_p, row_g in zip(p.rows, g.rows, strict=True) for x, y in zip(row_p, row_g, strict=True)]
+        return _in_order([x for x, _ in pairs], [y for _, y in pairs], rules, "matrix")
     if isinstance(p, Matrix) or isinstance(g, Matrix):
         p_items = _flat_matrix(p) if isinstance(p, Matrix) else _items(p)
         g_items = _flat_matrix(g) if isinstance(g, Matrix) else _items(g)
-        return Verdict(_in_order(p_items, g_items, tolerance, symbolic, budget), "matrix")
+        return _in_order(p_items, g_items, rules, "matrix")
     if isinstance(g, Ordered) and isinstance(p, Ordered):
-        same_brackets = (p.open, p.close) == (g.open, g.close)
-        return Verdict(same_brackets and _in_order(p.items, g.items, tolerance, symbolic, budget), "ordered")
+        if (p.open, p.close) != (g.open, g.close):
+            return Verdict(False, "ordered")
+        return _in_order(p.items, g.items, rules, "ordered")
     if isinstance(g, Ordered) and isinstance(p, Unordered):
-        return Verdict(_in_order(p.items, g.items, tolerance, symbolic, budget), "ordered")
+        return _in_order(p.items, g.items, rules, "ordered")
     if isinstance(g, Unordered) and isinstance(p, Unordered | Ordered):
-        return Verdict(_match_unordered(p.items, g.items, tolerance, symbolic, budget), "unordered")
+        return _match_unordered(p.items, g.items, rules)
     return Verdict(False, "shape")
 
 
@@ -339,11 +280,16 @@ def _items(answer: Answer) -> tuple[Answer, ...] | None:
     return answer.items if isinstance(answer, Ordered | Unordered) else None
 
 
-def _in_order(ps: Sequence[Answer] | None, gs: Sequence[Answer] | None, tolerance: float, symbolic: bool,
-              budget: float) -> bool:
+def _in_order(ps: Sequence[Answer] | None, gs: Sequence[Answer] | None, rules: _Rules, path: str) -> Verdict:
     if ps is None or gs is None or len(ps) != len(gs):
-        return False
-    return all(_answer_equal(x, y, tolerance, symbolic, budget).equal for x, y in zip(ps, gs, strict=True))
+        return Verdict(False, path)
+    verdicts = []
+    for x, y in zip(ps, gs, strict=True):
+        verdict = _answer_equal(x, y, rules)
+        if not verdict.equal:
+            return _first_limited([verdict], path)
+        verdicts.append(verdict)
+    return Verdict(True, path)
 
 
 def _scaled_percent(answer: Answer) -> Answer | None:
@@ -354,43 +300,53 @@ def _scaled_percent(answer: Answer) -> Answer | None:
 
 
 def compare_answers(prediction: str, reference: str, tolerance: float = 1e-6, symbolic: bool = True,
-                    symbolic_timeout: float = 2.0) -> Verdict:
-    """Decide whether two final answers (already extracted) are mathematically equivalent.
+                    symbolic_timeout: float = 2.0, tolerance_for: ToleranceFor = "inexact") -> Verdict:
+    """Decide whether a final answer (`prediction`) is mathematically equivalent to the gold (`reference`).
 
-    `tolerance` is relative and applies only when a decimal, scientific-notation or irrational number is
-    involved; integers and fractions compare exactly (so n and n+1 never match). Results are cached
-    (answers up to `MAX_ANSWER_CHARS`; longer ones are compared as canonical strings only).
+    Integers, fractions and decimals are exact rationals and compare exactly. The relative `tolerance` (to the
+    larger of the two values) applies only when the gold is approximate: irrational (`\\pi`, `\\sqrt2`) or a
+    rational with no finite decimal form (`1/3`, which then takes a decimal answer within the tolerance, e.g.
+    `0.333333`); with `tolerance_for="decimal"` also when the gold is written with a decimal point or an exponent
+    (measured
+    values). So appending `.0` or `.000001` to an answer never buys slack. Explicit units must agree when both
+    sides have one (`5\\text{ km}` is not `5\\text{ cm}`; `5\\text{ cm}` is `5`). Results are cached; answers
+    over `MAX_ANSWER_CHARS` are compared as canonical strings only (linear time).
     """
     if len(prediction) > MAX_ANSWER_CHARS or len(reference) > MAX_ANSWER_CHARS:
         return Verdict(canonical(prediction) == canonical(reference), "string")
-    return _compare(prediction, reference, tolerance, symbolic, symbolic_timeout)
+    return _compare(prediction, reference, _Rules(float(tolerance), tolerance_for, symbolic, symbolic_timeout))
 
 
 @lru_cache(maxsize=131072)
-def _compare(prediction: str, reference: str, tolerance: float, symbolic: bool, symbolic_timeout: float) -> Verdict:
+def _compare(prediction: str, reference: str, rules: _Rules) -> Verdict:
+    p_unit, g_unit = unit_of(prediction), unit_of(reference)
+    if p_unit is not None and g_unit is not None and p_unit != g_unit:
+        return Verdict(False, "unit", reason=f"the answer's unit {p_unit!r} is not the gold's {g_unit!r}")
     p_canon, g_canon = canonical(prediction), canonical(reference)
     if p_canon == g_canon and p_canon:
         return Verdict(True, "string")
     p, g = parse_answer(prediction), parse_answer(reference)
-    verdict = _answer_equal(p, g, tolerance, symbolic, symbolic_timeout)
+    verdict = _answer_equal(p, g, rules)
     if verdict.equal:
         return verdict
     p_pct, g_pct = has_percent(prediction), has_percent(reference)
     if p_pct != g_pct:
         scaled = _scaled_percent(p if p_pct else g)
         if scaled is not None:
-            again = _answer_equal(scaled, g, tolerance, symbolic, symbolic_timeout) if p_pct else _answer_equal(
-                p, scaled, tolerance, symbolic, symbolic_timeout)
+            again = _answer_equal(scaled, g, rules) if p_pct else _answer_equal(p, scaled, rules)
             if again.equal:
                 return Verdict(True, "percent")
     if isinstance(g, Text) and "_" in g.text and g.text.split("_", 1)[0] == p_canon and p_canon.isdigit():
         return Verdict(True, "base-subscript")  # 204_5 answered as 204
+    if isinstance(p, Text) and not isinstance(g, Text) and verdict.reason is None:
+        return Verdict(False, verdict.path, reason="the answer is not math this checker reads; compared as text")
     return verdict
 
 
-def equivalent(prediction: str, reference: str, *, tolerance: float = 1e-6, symbolic: bool = True) -> bool:
-    """True when two final answers are mathematically equivalent (see `compare_answers`)."""
-    return compare_answers(prediction, reference, tolerance, symbolic).equal
+def equivalent(prediction: str, reference: str, *, tolerance: float = 1e-6, symbolic: bool = True,
+               tolerance_for: ToleranceFor = "inexact") -> bool:
+    """True when a final answer is mathematically equivalent to the gold (see `compare_answers`)."""
+    return compare_answers(prediction, reference, tolerance, symbolic, tolerance_for=tolerance_for).equal
 
 
 def gold_answer(reference: str) -> str:
@@ -430,22 +386,27 @@ def _references(sample: Sample) -> list[str]:
 class MathReward(PerSampleReward):
     """1.0 when the response's final answer is mathematically equivalent to `Sample.reference`, else 0.0.
 
-    Options: `tolerance` (relative, for decimals/irrationals; 1e-6), `last_number` (fall back to the last
-    number in the text; True), `extractors` (order of answer extractors), `on_missing` ("zero" or "none":
-    score when no answer is found), `format_bonus` / `format_penalty` (added when the answer was explicitly
-    marked — boxed, <answer>, ####, "the answer is" — / subtracted when it was not), `symbolic` (sympy
-    fallback; True) and `symbolic_timeout` (seconds of sympy per comparison, in-process; 2.0).
+    Options: `tolerance` (relative, for golds with no exact decimal form; 1e-6), `tolerance_for` ("inexact", or
+    "decimal" to also allow it for decimal golds), `last_number` (fall back to the last number in the text;
+    True), `extractors` (order of answer extractors), `format_bonus` / `format_penalty` (added when the answer
+    was explicitly marked — `<answer>`, boxed, ####, "the answer is" — / subtracted when it was not),
+    `symbolic` (sympy fallback; True) and `symbolic_timeout` (seconds of sympy per comparison; 2.0). Thinking
+    (`<think>...</think>`) is never read for the answer. A response with no answer, an unreadable answer or
+    one too costly to compare gets the failing value (0.0 − `format_penalty`) with `info["reason"]` (and
+    `info["limit"]` when a bound stopped it); `error` is only for a missing or malformed reference.
     """
 
     name = "math"
+    failure_value: float | None = 0.0
 
     def __init__(
         self,
         *,
         tolerance: float = 1e-6,
+        tolerance_for: ToleranceFor = "inexact",
         last_number: bool = True,
         extractors: Sequence[str] | None = None,
-        on_missing: Literal["zero", "none"] = "zero",
+        on_missing: Literal["zero"] = "zero",
         format_bonus: float = 0.0,
         format_penalty: float = 0.0,
         symbolic: bool = True,
@@ -453,43 +414,57 @@ class MathReward(PerSampleReward):
     ) -> None:
         if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
             raise ValueError(f"tolerance must be a relative tolerance in [0, 1), got {tolerance!r}")
-        if on_missing not in ("zero", "none"):
-            raise ValueError(f"on_missing must be 'zero' or 'none', got {on_missing!r}")
+        if tolerance_for not in ("inexact", "decimal"):
+            raise ValueError(f"tolerance_for must be 'inexact' or 'decimal', got {tolerance_for!r}")
+        if on_missing != "zero":
+            raise ValueError(
+                f"on_missing must be 'zero', got {on_missing!r}: whether a reward applies may depend only on the "
+                "prompt and the reference, so a response without an answer scores the failing value"
+            )
         if symbolic_timeout <= 0:
             raise ValueError(f"symbolic_timeout must be > 0 seconds, got {symbolic_timeout}")
         chosen = check_extractors(extractors if extractors is not None else EXTRACTORS)
         if not last_number:
             chosen = tuple(name for name in chosen if name != "last_number")
         self.tolerance = float(tolerance)
+        self.tolerance_for: ToleranceFor = tolerance_for
         self.last_number = last_number
         self.extractors = chosen
-        self.on_missing = on_missing
         self.format_bonus = float(format_bonus)
         self.format_penalty = float(format_penalty)
         self.symbolic = symbolic
         self.symbolic_timeout = float(symbolic_timeout)
+        if self.format_penalty:
+            self.failure_value = -self.format_penalty  # a stopped sample never beats one with no answer
 
     def score_sample(self, sample: Sample) -> Score:
         """Extract the final answer, compare it with every reference, and add the format term."""
+        golds = [gold_answer(r) for r in _references(sample)]
         if not isinstance(sample.response, str):
             raise TypeError(f"math: Sample.response must be a string, got {type(sample.response).__name__}")
-        golds = [gold_answer(r) for r in _references(sample)]
-        answer, extractor = extract_answer(sample.response, self.extractors)
+        visible, unclosed = visible_text(sample.response)
+        answer, extractor = extract_visible(visible, self.extractors)
         formatted = 1.0 if extractor in EXPLICIT else 0.0
         if answer is None:
-            info = {"answer": None, "reason": "no final answer found"}
-            if self.on_missing == "none":
-                return Score(value=None, info=info)
-            return Score(value=0.0 - self.format_penalty, objectives={"correct": 0.0, "format": 0.0}, info=info)
+            reason = "no final answer found"
+            if unclosed:
+                reason += " outside the thinking (the <think> block is never closed)"
+            return Score(
+                value=0.0 - self.format_penalty,
+                objectives={"correct": 0.0, "format": 0.0},
+                info={"answer": None, "reason": reason},
+            )
         verdict = Verdict(False, "none")
         for gold in golds:
-            verdict = compare_answers(answer, gold, self.tolerance, self.symbolic, self.symbolic_timeout)
+            verdict = compare_answers(answer, gold, self.tolerance, self.symbolic, self.symbolic_timeout,
+                                      self.tolerance_for)
             if verdict.equal:
                 break
         correct = 1.0 if verdict.equal else 0.0
         value = correct + self.format_bonus * formatted - self.format_penalty * (1.0 - formatted)
-        return Score(
-            value=value,
-            objectives={"correct": correct, "format": formatted},
-            info={"answer": answer, "extractor": extractor, "path": verdict.path},
-        )
+        info: dict[str, object] = {"answer": answer, "extractor": extractor, "path": verdict.path}
+        if verdict.limit is not None:
+            info["limit"] = verdict.limit
+        if verdict.reason is not None:
+            info["reason"] = verdict.reason
+        return Score(value=value, objectives={"correct": correct, "format": formatted}, info=info)
