@@ -39,9 +39,11 @@ class ThinkFormat(PerSampleReward):
     when all hold (R1's binary format reward) or, with `partial`, their mean. Options: `think_tag`,
     `answer_tag` (None: the answer is the text after the think block), `think_in_prompt` (the response starts
     inside the think block, its opener was in the prompt). DeepSeek-AI 2025, DeepSeek-R1 §2.2.2.
+    Every string response gets a value (a broken format is 0, never N/A); `failure_value` is 0.0.
     """
 
     name = "think_format"
+    failure_value: float | None = 0.0
 
     def __init__(self, *, think_tag: str = "think", answer_tag: str | None = "answer", think_in_prompt: bool = False,
                  min_think_chars: int = 1, partial: bool = False) -> None:

@@ -15,6 +15,12 @@ option, e.g. `{"retrieval": {"k": 3, "trajectory": {"information_tag": "observat
 Reference (`Sample.reference`): a gold answer string or list of strings, or an object with any of
 `answer`/`answers` (str or list), `evidence_ids` (list of document ids) and `evidence_texts` (list of passages
 or answer-bearing snippets).
+
+Failure semantics (issue 8): every string response gets a value; a trajectory without searches, documents,
+an answer or citations scores what it earns (0 for retrieval and citation), never N/A. Errors are for the
+reference and `metadata` (the environment's record of what was retrieved), never for what the policy wrote.
+`failure_value` (what a sample the runtime stops scores) is 0.0 for `retrieval` and `citation`, and
+−`max_penalty` for `search_budget` when it is set (without it the penalty is unbounded: no failing value).
 """
 
 from __future__ import annotations
@@ -292,6 +298,7 @@ class RetrievalReward(_SearchAgentReward):
     """
 
     name = "retrieval"
+    failure_value: float | None = 0.0
 
     def __init__(self, *, k: int | None = None, metric: str = "recall",
                  trajectory: TrajectoryFormat | Mapping[str, Any] | None = None) -> None:
@@ -378,6 +385,7 @@ class SearchBudgetReward(_SearchAgentReward):
         self.max_penalty = max_penalty
         self.correct_by = correct_by
         self.f1_threshold = float(f1_threshold)
+        self.failure_value: float | None = None if max_penalty is None else -float(max_penalty)
 
     def score_sample(self, sample: Sample) -> Score:
         trajectory = self.parse(sample)
@@ -410,6 +418,7 @@ class CitationReward(_SearchAgentReward):
     """
 
     name = "citation"
+    failure_value: float | None = 0.0
 
     def __init__(self, *, support: str = "any", answer_source: str = "gold",
                  trajectory: TrajectoryFormat | Mapping[str, Any] | None = None) -> None:

@@ -1,4 +1,11 @@
-"""Text rewards: exact match and token F1 (SQuAD-style), regex and JSON-Schema format checks, length."""
+"""Text rewards: exact match and token F1 (SQuAD-style), regex and JSON-Schema format checks, length.
+
+Failure semantics (issue 8): every string response gets a value. An answer that cannot be found or parsed
+scores the failing value (0.0; -1.0 for the length penalties) with `info["reason"]`, and `failure_value` is
+that same value, so a sample the runtime stops (timeout, crash) scores it too. `Score.error` is kept for
+faults that are not the response's: a missing or malformed reference, or a response that is not a string
+at all (a caller's bug; a policy writes text). These rewards always apply (never N/A).
+"""
 
 from __future__ import annotations
 
@@ -75,9 +82,11 @@ class _AnswerReward(PerSampleReward):
     `answer_tag="answer"` takes the last `<answer>…</answer>` block (a linear-time scan). `answer_pattern` is a
     regular expression run as given (`.` does not cross lines; add `(?s)` for that); its last match (group 1
     when it has groups) is the answer. A pattern that backtracks badly on hostile text costs what the regex
-    costs: set a `timeout` (`reward.configure(timeout=...)`) when the responses are untrusted. No answer found
-    scores 0.0.
+    costs: set a `timeout` (`reward.configure(timeout=...)`) when the responses are untrusted; a sample
+    stopped there scores `failure_value` (0.0). No answer found scores 0.0.
     """
+
+    failure_value: float | None = 0.0
 
     def __init__(self, *, answer_tag: str | None = None, answer_pattern: str | None = None,
                  normalize: bool = True) -> None:
@@ -148,6 +157,7 @@ class RegexMatch(PerSampleReward):
     """1.0 when the response matches `pattern` (`mode`: search, match or fullmatch), else 0.0."""
 
     name = "regex"
+    failure_value: float | None = 0.0
 
     def __init__(self, pattern: str, *, mode: str = "search", ignore_case: bool = False, multiline: bool = False,
                  dotall: bool = True) -> None:
@@ -189,6 +199,7 @@ class JsonFormat(PerSampleReward):
     """1.0 when the response parses as JSON (code fences allowed) and validates against `schema`, else 0.0."""
 
     name = "json"
+    failure_value: float | None = 0.0
 
     def __init__(self, schema: dict[str, Any] | str | None = None, *, allow_fence: bool = True) -> None:
         if isinstance(schema, str):
@@ -209,14 +220,18 @@ class JsonFormat(PerSampleReward):
             text = _strip_fence(text)
         try:
             document = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as error:
+        except (ValueError, RecursionError) as error:  # ValueError: bad JSON, or an int past Python's digit limit
             return Score(value=0.0, objectives={"parses": 0.0}, info={"reason": f"not JSON: {error}"})
         if self.schema is None:
             return Score(value=1.0, objectives={"parses": 1.0})
         import jsonschema
 
         validator = jsonschema.validators.validator_for(self.schema)(self.schema)
-        problems = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        try:
+            problems = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        except RecursionError:  # a document nested past the validator's recursion: the response's doing
+            return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0},
+                         info={"reason": "the document is nested too deeply to validate"})
         if problems:
             reasons = [f"{'/'.join(map(str, p.path)) or '<root>'}: {p.message}" for p in problems[:5]]
             return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0}, info={"reason": reasons})
@@ -259,6 +274,8 @@ class LengthReward(PerSampleReward):
     `max_length`, and −1 beyond (DAPO's soft overlong punishment, Yu et al. 2025).
     Both: the sum, floored at −1. `unit`: `tokens` (default), `words` or `chars`; `tokenizer`: a local
     Hugging Face tokenizer folder for exact token counts (else a word/punctuation split).
+    `failure_value` (what a sample the runtime stops scores): −1 for the penalties; the raw length has no
+    failing value (None: such a sample is an error).
     """
 
     name = "length"
@@ -279,6 +296,7 @@ class LengthReward(PerSampleReward):
         self.unit = unit
         self.tokenizer = tokenizer
         self._tokenizer: Any = None
+        self.failure_value: float | None = None if target is None and max_length is None else -1.0
 
     def _tok(self) -> Any:
         if self.tokenizer is not None and self._tokenizer is None:

@@ -11,6 +11,11 @@ The response holds one or more JSON function calls, in any of the common shapes:
 `{"calls": [...] | "call": {...}, "schema": {JSON Schema of the arguments}, "tools": [OpenAI tool list]}`.
 The score decomposes as in ToolRL (Qian et al. 2025): function-name match, argument match, and (when a schema
 is known) schema validity of the arguments.
+
+Failure semantics (issue 8): a response with no call, or calls that do not parse or validate, scores 0 for
+them (never N/A, never an error); `failure_value` is 0.0. Errors are for the reference only (no expected
+call, a schema that is not a valid JSON Schema), and are raised whatever the response, so whether a sample
+errors never depends on what the policy wrote.
 """
 
 from __future__ import annotations
@@ -169,6 +174,7 @@ class ToolCallReward(PerSampleReward):
     """
 
     name = "tool_call"
+    failure_value: float | None = 0.0
 
     def __init__(self, *, tag: str | None = "tool_call", ordered: bool = False, coerce_types: bool = False,
                  normalize_strings: bool = False, require_schema: bool = False, strict: bool = False) -> None:
@@ -191,8 +197,11 @@ class ToolCallReward(PerSampleReward):
                 if not isinstance(schemas, Mapping):
                     raise TypeError(f"tool_call: reference 'schema' must be a JSON Schema object, "
                                     f"got {type(schemas).__name__}")
+                _check_schema(schemas, "reference 'schema'")
             elif "tools" in document:
                 schemas = _schemas_from_tools(document["tools"])
+                for tool_name, schema in schemas.by_name.items():
+                    _check_schema(schema, f"reference 'tools' {tool_name!r} parameters")
             document = document.get("calls", document.get("call"))
         expected = calls_from_json(document)
         if not expected:
@@ -287,11 +296,22 @@ class ToolCallReward(PerSampleReward):
             return False
         import jsonschema
 
+        validator = jsonschema.validators.validator_for(schema)(schema)  # checked in expected_of
         try:
-            validator = jsonschema.validators.validator_for(schema)(schema)
             return bool(validator.is_valid(call.arguments))
-        except (jsonschema.SchemaError, RecursionError) as error:
-            raise ValueError(f"tool_call: reference schema is not a valid JSON Schema: {error}") from error
+        except RecursionError:  # arguments nested past the validator's recursion: the response's doing
+            return False
+
+
+def _check_schema(schema: Mapping[str, Any], where: str) -> None:
+    """Raise a `ValueError` naming `where` when `schema` is not a valid JSON Schema (a fault of the reference)."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(dict(schema))
+    except (jsonschema.SchemaError, RecursionError) as error:
+        message = error.message if isinstance(error, jsonschema.SchemaError) else "nested too deeply"
+        raise ValueError(f"tool_call: {where} is not a valid JSON Schema: {message}") from error
 
 
 @dataclass
