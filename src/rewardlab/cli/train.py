@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import CLIError, console, stdout
+from rewardlab.cli.terminal import CLIError, check_output_folder, console, stdout
 
 # flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it
 _FLAGS: list[tuple[str, str, Any, str]] = [
@@ -83,9 +83,12 @@ def run_train(args: argparse.Namespace) -> int:
         raise CLIError("--data is required (a preference file or dataset), directly or in --config")
     if not Path(config.data).exists() and "/" in config.data and Path(config.data).suffix:
         raise CLIError(f"--data {config.data}: no such file")
+    if Path(config.data).is_dir() and Path(config.data).suffix:
+        raise CLIError(f"--data {config.data}: is a directory, expected a file")
+    check_output_folder(config.output, "--output")
     try:
         result = train_reward_model(config, quiet=args.quiet)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:
         raise CLIError(str(error)) from error
     metrics = result.metrics
     if not args.quiet:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,42 @@ def resolve_backbone(name_or_path: str | Path) -> str:
     if text.startswith((".", "/", "~")):
         raise ValueError(f"backbone folder {text!r} does not exist")
     return text
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+"""Weight-file suffixes that are pickles: loaded only with `torch.load(weights_only=True)`, never run."""
+
+
+def unpickling_reason(error: BaseException) -> str:
+    """The line of torch's weights-only refusal that says what was refused (e.g. `Unsupported global: os.system`)."""
+    text = str(error)
+    marker = "WeightsUnpickler error:"
+    tail = text.split(marker, 1)[1] if marker in text else text
+    return next((line.strip() for line in tail.splitlines() if line.strip()), "")[:200]
+
+
+@contextmanager
+def refusing_pickles(folder: str | Path) -> Iterator[None]:
+    """Turn a refused unpickling while loading `folder` into a one-line `ValueError` naming its pickle files.
+
+    transformers loads `pytorch_model.bin` with `torch.load(weights_only=True)` (we pass it explicitly, so no
+    environment variable can turn it off): a crafted pickle that would run code is refused before anything in it
+    runs; this makes that refusal one readable line instead of torch's many-line message.
+    """
+    import pickle
+
+    try:
+        yield
+    except pickle.UnpicklingError as error:
+        path = Path(folder)
+        found = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES) if path.is_dir() else []
+        names = ", ".join(found) or "a pickled weights file"
+        reason = unpickling_reason(error)
+        raise ValueError(
+            f"{folder}: refused to load {names}: a pickle holding more than tensors "
+            f"(loaded with weights_only=True, nothing in it was run{'; ' + reason if reason else ''}); "
+            "save the weights as safetensors"
+        ) from None
 
 
 def backbone_kind(config: Any) -> str:

@@ -30,7 +30,14 @@ import torch
 from torch import Tensor, nn
 
 from rewardlab.data.encoding import pad_sequences
-from rewardlab.models.backbones import backbone_kind, ensure_pad_token, resolve_backbone, tokenizer_hash
+from rewardlab.data.jsonl import dumps_strict
+from rewardlab.models.backbones import (
+    backbone_kind,
+    ensure_pad_token,
+    refusing_pickles,
+    resolve_backbone,
+    tokenizer_hash,
+)
 
 METADATA_FILE = "rewardlab.json"
 HEAD_FILE = "reward_head.safetensors"
@@ -216,9 +223,10 @@ class RewardModel(nn.Module):
 
         path = resolve_backbone(backbone)
         dtype = _as_dtype(torch_dtype)
-        with quiet_transformers():
+        with quiet_transformers(), refusing_pickles(path):
             tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path, **({"dtype": dtype} if dtype is not None else {}))
+            options = {"dtype": dtype} if dtype is not None else {}
+            model = AutoModel.from_pretrained(path, weights_only=True, **options)
         ensure_pad_token(tokenizer)
         if getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tokenizer.pad_token_id
@@ -431,7 +439,7 @@ class RewardModel(nn.Module):
                 "auto_model_for_sequence_classification": class_name is not None,
             }
         )
-        text = json.dumps(record, indent=2, sort_keys=True, default=str)
+        text = dumps_strict(record, indent=2, sort_keys=True, default=str)
         (folder / METADATA_FILE).write_text(text + "\n", encoding="utf-8")
         self.metadata = record
         return folder
@@ -465,8 +473,10 @@ class RewardModel(nn.Module):
             "tokenizer": tokenizer,
         }
         if layout == LAYOUT_SEQUENCE_CLASSIFICATION:
-            with quiet_transformers():
-                classifier = AutoModelForSequenceClassification.from_pretrained(str(folder), **dtype_option)
+            with quiet_transformers(), refusing_pickles(folder):
+                classifier = AutoModelForSequenceClassification.from_pretrained(
+                    str(folder), weights_only=True, **dtype_option
+                )
             if classifier.config.num_labels != 1:
                 raise ValueError(
                     f"{folder}: config.json has num_labels={classifier.config.num_labels}; a reward model has 1"
@@ -487,8 +497,8 @@ class RewardModel(nn.Module):
         elif layout == LAYOUT_BACKBONE_AND_HEAD:
             from safetensors.torch import load_file
 
-            with quiet_transformers():
-                backbone = AutoModel.from_pretrained(str(folder), **dtype_option)
+            with quiet_transformers(), refusing_pickles(folder):
+                backbone = AutoModel.from_pretrained(str(folder), weights_only=True, **dtype_option)
             model = cls(backbone, kind=metadata.get("kind"), **options)
             head_path = folder / HEAD_FILE
             if not head_path.is_file():

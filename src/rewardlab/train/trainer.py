@@ -485,8 +485,11 @@ def load_tensor_file(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as error:
-        first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-        raise ValueError(f"{path}: refused to load: not a plain tensor checkpoint ({first[:200]})") from None
+        from rewardlab.models.backbones import unpickling_reason
+
+        reason = unpickling_reason(error) or type(error).__name__
+        raise ValueError(f"{path}: refused to load: not a plain tensor checkpoint ({reason}); nothing in it was run") \
+            from None
 
 
 def _publish_run(staging: Path, output: Path, log_path: Path) -> None:
