@@ -72,8 +72,9 @@ def test_assert_tests_score_the_fraction_passed(code: CodeExecution) -> None:
     assert score.error is None
     assert score.value == pytest.approx(2 / 3)
     assert [t["passed"] for t in score.info["tests"]] == [True, False, True]
-    assert score.info["tests"][1]["error"] == "AssertionError"
+    assert score.info["tests"][1]["error"] == "wrong result" and score.info["tests"][1]["got"] == "6"
     assert (score.info["passed"], score.info["total"], score.info["mode"]) == (2, 3, "tests")
+    assert score.info["forgeable"] is False  # every test was split: the comparisons ran in the scorer
 
 
 def test_all_or_nothing_gives_zero_unless_every_test_passes() -> None:
@@ -226,7 +227,8 @@ def test_other_languages_run_io_tests_without_the_python_harness() -> None:
 def test_attack_infinite_loop_is_stopped_by_the_time_limit(code: CodeExecution) -> None:
     started = time.monotonic()
     score = code.score_one(Sample(response="while True:\n    pass\n", reference=ALWAYS))
-    assert score.value is None and score.error is not None and score.error.startswith("timeout")
+    assert score.error is None and score.value == 0.0  # a limit the response hits is a failing value
+    assert score.info["limit"] == "timeout" and score.info["reason"].startswith("timeout")
     assert time.monotonic() - started < 6
 
 
@@ -235,12 +237,13 @@ def test_attack_fork_bomb_is_capped_and_leaves_no_process(code: CodeExecution) -
     bomb = (f"import os\nborn = 0\nwhile True:\n    if os.fork() == 0:\n"
             f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    born += 1\n")
     score = code.score_one(Sample(response=bomb, reference=ALWAYS))
-    assert score.error is not None
+    assert score.error is None and score.value == 0.0
     if IS_ROOT:  # RLIMIT_NPROC binds an unprivileged uid only
-        assert score.error.startswith("process limit exceeded"), score.error
+        assert score.info["limit"] == "processes", score.info
+        assert score.info["reason"].startswith("process limit exceeded")
     assert marker_processes(marker) == []
     plain = code.score_one(Sample(response="import os\nwhile True:\n    os.fork()\n", reference=ALWAYS))
-    assert plain.error is not None and plain.error.startswith(("process limit exceeded", "timeout"))
+    assert plain.error is None and plain.value == 0.0 and plain.info["limit"] in ("processes", "timeout", "memory")
 
 
 def test_attack_memory_hog_hits_the_address_space_limit(code: CodeExecution) -> None:
@@ -248,10 +251,11 @@ def test_attack_memory_hog_hits_the_address_space_limit(code: CodeExecution) -> 
     capped = CodeExecution(memory_mb=256, **FAST)  # type: ignore[arg-type]
     hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))\n"
     score = capped.score_one(Sample(response=hog, reference=ALWAYS))
-    assert score.error is not None and score.error.startswith("memory limit exceeded"), score.error
+    assert score.error is None and score.value == 0.0 and score.info["limit"] == "memory", score.info
+    assert score.info["reason"].startswith("memory limit exceeded")
     in_test = code.score_one(Sample(response="x = 1", reference={"tests": ["assert x", "y = bytearray(4 << 30)"]}))
-    assert in_test.error is not None and in_test.error.startswith("memory limit exceeded")
-    assert [t["passed"] for t in in_test.info["tests"]] == [True, False]
+    assert in_test.error is None and in_test.value == 0.0 and in_test.info["limit"] == "memory"
+    assert [t["passed"] for t in in_test.info["tests"]] == [True, False]  # the results before the limit are kept
 
 
 def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: CodeExecution) -> None:
@@ -265,10 +269,12 @@ def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: Cod
     assert tmp_score.error is None  # /tmp: either a private tmpfs or cleaned after the run
     assert project_score.value == 0.0
     if IS_ROOT:
-        assert project_score.info["program_error"].startswith("PermissionError"), project_score.info
+        # refused (PermissionError), or out of sight when the sandbox gives the program a minimal root
+        assert project_score.info["program_error"].startswith(("PermissionError", "FileNotFoundError", "OSError")), \
+            project_score.info
     big_file = "with open('big', 'wb') as f:\n    for _ in range(100):\n        f.write(bytes(1 << 20))\n"
     too_big = code.score_one(Sample(response=big_file, reference=ALWAYS))
-    assert too_big.error is not None and too_big.error.startswith(("file size limit exceeded", "memory limit"))
+    assert too_big.error is None and too_big.value == 0.0 and too_big.info["limit"] in ("file_size", "memory")
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="deleting a root-owned file is refused only when the program drops root")
@@ -284,8 +290,9 @@ def test_attack_deleting_a_root_owned_file_fails(code: CodeExecution) -> None:
         rmtree = code.score_one(Sample(response=f"import shutil\nshutil.rmtree({str(victim_dir)!r})",
                                        reference=ALWAYS))
         assert victim.read_text() == "precious"
-        assert score.value == 0.0 and score.info["program_error"].startswith("PermissionError")
-        assert rmtree.value == 0.0 and rmtree.info["program_error"].startswith("PermissionError")
+        refused = ("PermissionError", "FileNotFoundError", "OSError")  # FileNotFoundError: a minimal root hides it
+        assert score.value == 0.0 and score.info["program_error"].startswith(refused)
+        assert rmtree.value == 0.0 and rmtree.info["program_error"].startswith(refused)
     finally:
         shutil.rmtree(victim_dir)
 
@@ -327,8 +334,9 @@ def test_attack_killing_its_parent_does_not_reach_the_scorer(code: CodeExecution
     scores = code.score([Sample(response=attack, reference=ALWAYS) for attack in attacks])
     # we are still here, and the next program still runs
     assert code.score_one(Sample(response="x = 1", reference=ALWAYS)).value == 1.0
-    if IS_ROOT:
-        assert scores[0].value == 0.0 and scores[0].info["program_error"].startswith("PermissionError")
+    # its parent is the harness (same uid): killing it leaves the run without the harness's completion -> 0.0
+    assert scores[0].value == scores[1].value == 0.0 and scores[0].error is None
+    assert "does not count" in scores[0].info["reason"]
     for score in scores[2:]:
         assert score.value == 0.0 and score.info["program_error"].startswith(("PermissionError", "ProcessLookup"))
 
@@ -337,7 +345,8 @@ def test_attack_printing_a_gigabyte_is_cut_at_the_output_limit(code: CodeExecuti
     flood = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
     started = time.monotonic()
     score = code.score_one(Sample(response=flood, reference={"io": [{"stdin": "", "stdout": "x"}]}))
-    assert score.error is not None and score.error.startswith("output limit exceeded"), score.error
+    assert score.error is None and score.value == 0.0 and score.info["limit"] == "output", score.info
+    assert score.info["reason"].startswith("output limit exceeded")
     assert time.monotonic() - started < 5
     run = code.sandbox.run_program(PYTHON, flood)
     assert run.output_exceeded and len(run.stdout) <= run.limits.output_bytes
@@ -400,7 +409,7 @@ def test_without_namespaces_daemons_and_tmp_files_are_cleaned_by_uid(without_nam
     assert marker_processes(marker) == [] and not leftover.exists()
     killer = without_namespaces.score_one(
         Sample(response="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", reference=ALWAYS))
-    assert killer.value == 0.0 and killer.info["program_error"].startswith("PermissionError")
+    assert killer.value == 0.0 and killer.error is None  # it killed the harness: no completion, no pass
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="per-run uids need root")
@@ -446,5 +455,5 @@ def test_cli_scores_a_jsonl_file_with_the_code_reward(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     scored = [json.loads(line)["score"] for line in out.read_text().splitlines()]
-    assert [s["value"] for s in scored] == [1.0, 0.5, None]
-    assert scored[2]["error"].startswith("timeout")
+    assert [s["value"] for s in scored] == [1.0, 0.5, 0.0]  # the runaway program fails; it is not an error
+    assert [s["error"] for s in scored] == [None, None, None]
