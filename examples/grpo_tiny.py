@@ -104,7 +104,7 @@ def warm_up(model: Any, tokenizer: Any, *, steps: int, seed: int) -> float:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        loss_value = float(loss)
+        loss_value = float(loss.item())
     return loss_value
 
 
@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         dataset = Dataset.from_dict({"prompt": [f"repeat: {w} " for w in words], "reference": words})
         funcs, weights = reward_funcs(REWARD)
         config = GRPOConfig(
-            output_dir=str(out_dir / "grpo"), max_steps=args.steps, per_device_train_batch_size=32,
-            num_generations=8, max_completion_length=12, learning_rate=2e-3, lr_scheduler_type="constant",
+            output_dir=str(out_dir / "grpo"), max_steps=args.steps, per_device_train_batch_size=64,
+            num_generations=8, max_completion_length=12, learning_rate=1e-3, lr_scheduler_type="constant",
             warmup_steps=0, temperature=1.0, reward_weights=weights, logging_steps=1, report_to="none",
             save_strategy="no", use_cpu=True, disable_tqdm=True, seed=args.seed, beta=0.0,
         )
