@@ -1,27 +1,36 @@
-"""The sympy fallback of the `math` reward, bounded on every thread: it runs in a killable worker process.
+"""The sympy fallback of the `math` reward, bounded on every thread: it runs in a killable helper process.
 
 sympy is pure Python, but some of its work (big-integer and polynomial arithmetic in C) cannot be interrupted
 by a signal, and a signal budget (SIGALRM) only exists on the main thread, while TRL's async rewards and verl's
-reward loop call rewards from other threads. So every symbolic comparison is sent to a long-lived worker
-process (`rewardlab.runtime.IsolatedPool`, one per concurrent caller): inside it a SIGALRM budget stops
-ordinary runaway work after `budget` seconds, and the pool kills and replaces the worker when it does not
-answer within `budget + KILL_GRACE` seconds. Where no child process may be started (a daemonic process),
-the comparison runs in-process under SIGALRM when the timer is usable, and is refused otherwise.
+reward loop call rewards from other threads. So every symbolic comparison is sent to a long-lived helper
+process (`python -m rewardlab.rewards._math_symbolic`, one per concurrent caller, started on first use): inside
+it a SIGALRM budget stops ordinary runaway work after `budget` seconds, its address space is capped, and the
+caller kills it (its whole process group) and starts a fresh one when it does not answer within
+`budget + KILL_GRACE` seconds. It is a plain subprocess, not `multiprocessing`, so it never re-imports the
+caller's `__main__` (a training script without an `if __name__ == "__main__"` guard is safe). Where no helper
+can be started, the comparison runs in-process under SIGALRM when the timer is usable, and is refused otherwise.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import math
-import multiprocessing
+import os
+import pickle
+import select
 import signal
+import struct
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from rewardlab.rewards._math_parse import Node, node_size
-from rewardlab.runtime.pool import TIMEOUT_ERROR, IsolatedPool
 
 MAX_SYMPY_NODES = 200
 """Expressions larger than this (tree nodes) are never handed to sympy."""
@@ -155,18 +164,13 @@ def sympy_equal_here(a: Node, b: Node, budget: float, *, need_timer: bool = Fals
         return SymbolicResult(None, None, f"sympy could not compare: {type(error).__name__}")
 
 
-_READY = "ready"
-_memory_capped = False
+_READY = b"ready\n"
+_HEADER = struct.Struct("!I")
 
 
 def _cap_memory() -> None:
-    """Bound this worker's address space to what it holds now plus `WORKER_MEMORY_BYTES` (Linux)."""
-    global _memory_capped
-    if _memory_capped:
-        return
-    _memory_capped = True
+    """Bound this process's address space to what it holds now plus `WORKER_MEMORY_BYTES` (Linux)."""
     try:
-        import os
         import resource
 
         with open("/proc/self/statm", encoding="ascii") as handle:
@@ -179,56 +183,147 @@ def _cap_memory() -> None:
         pass
 
 
-def _worker_job(job: tuple[Node, Node, float] | str) -> SymbolicResult | str:
-    """What the worker process runs: the comparison (the worker's main thread has the SIGALRM timer)."""
-    if isinstance(job, str):
-        import sympy  # noqa: F401 - warm the import before the first timed comparison
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
 
-        _cap_memory()
-        return _READY
-    a, b, budget = job
-    return sympy_equal_here(a, b, budget, need_timer=True)
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The helper process's loop: read (a, b, budget) frames, reply one JSON line each, until end of input."""
+    import sympy  # noqa: F401 - imported before the first timed comparison
+
+    _cap_memory()
+    replies.write(_READY)
+    replies.flush()
+    while True:
+        header = _read_exactly(requests, _HEADER.size)
+        if header is None:
+            return
+        payload = _read_exactly(requests, _HEADER.unpack(header)[0])
+        if payload is None:
+            return
+        a, b, budget = pickle.loads(payload)  # written by our own parent process
+        result = sympy_equal_here(a, b, budget, need_timer=True)
+        replies.write(json.dumps([result.equal, result.limit, result.reason]).encode() + b"\n")
+        replies.flush()
 
 
-_free: dict[float, list[IsolatedPool]] = {}
+class _Helper:
+    """One helper process and the pipes to it."""
+
+    def __init__(self, start_timeout: float) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rewardlab.rewards._math_symbolic"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        if self._line(start_timeout) != _READY:
+            self.kill()
+            raise OSError("the symbolic helper process did not start")
+
+    def _line(self, seconds: float) -> bytes | None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        ready, _, _ = select.select([stdout], [], [], max(0.0, seconds))
+        if not ready:
+            return None
+        return stdout.readline() or None
+
+    def compare(self, a: Node, b: Node, budget: float) -> SymbolicResult | None:
+        """The helper's verdict, or None when it did not answer in time (then it is killed)."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        payload = pickle.dumps((a, b, budget))
+        try:
+            stdin.write(_HEADER.pack(len(payload)) + payload)
+            stdin.flush()
+        except OSError:
+            self.kill()
+            return None
+        line = self._line(budget + KILL_GRACE)
+        if line is None:
+            self.kill()
+            return None
+        equal, limit, reason = json.loads(line)
+        return SymbolicResult(equal, limit, reason)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait(timeout=5)
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+_free: list[_Helper] = []
 _free_lock = threading.Lock()
+_start_failed_at: float | None = None
+START_TIMEOUT = 60.0
+"""Seconds a new helper may take to import sympy and report ready."""
+RETRY_START_AFTER = 60.0
+"""After a helper failed to start, seconds before another start is tried (comparisons run in-process)."""
 
 
-def _take_pool(budget: float) -> IsolatedPool | None:
+def _take_helper() -> _Helper | None:
+    global _start_failed_at
     with _free_lock:
-        pools = _free.setdefault(budget, [])
-        if pools:
-            return pools.pop()
-    pool = IsolatedPool(_worker_job, workers=1, timeout=budget + KILL_GRACE)
-    warm = pool.map([_READY])[0]
-    if warm.error is not None or warm.value != _READY:
-        pool.close()
+        while _free:
+            helper = _free.pop()
+            if helper.alive():
+                return helper
+            helper.kill()
+        if _start_failed_at is not None and time.monotonic() - _start_failed_at < RETRY_START_AFTER:
+            return None
+    try:
+        return _Helper(START_TIMEOUT)
+    except OSError:
+        with _free_lock:
+            _start_failed_at = time.monotonic()
         return None
-    return pool
 
 
-def _give_back(budget: float, pool: IsolatedPool) -> None:
+def _give_back(helper: _Helper) -> None:
     with _free_lock:
-        _free.setdefault(budget, []).append(pool)
+        _free.append(helper)
 
 
-def _can_start_processes() -> bool:
-    return not multiprocessing.current_process().daemon
+def _stop_helpers() -> None:
+    with _free_lock:
+        helpers = list(_free)
+        _free.clear()
+    for helper in helpers:
+        helper.kill()
 
 
 def sympy_equal(a: Node, b: Node, budget: float) -> SymbolicResult:
-    """`simplify(a - b) == 0`, bounded whatever thread calls it: in a killable worker process (see module doc)."""
+    """`simplify(a - b) == 0`, bounded whatever thread calls it: in a killable helper process (module doc)."""
     if node_size(a) > MAX_SYMPY_NODES or node_size(b) > MAX_SYMPY_NODES:
         return sympy_equal_here(a, b, budget)  # refused by size, no process needed
-    pool = _take_pool(budget) if _can_start_processes() else None
-    if pool is None:
+    helper = _take_helper()
+    if helper is None:
         return sympy_equal_here(a, b, budget, need_timer=True)
-    outcome = pool.map([(a, b, budget)])[0]
-    _give_back(budget, pool)  # a killed worker is replaced by the pool on its next call
-    if outcome.error == TIMEOUT_ERROR:
+    result = helper.compare(a, b, budget)
+    if result is None:
         return SymbolicResult(None, "timeout", f"symbolic comparison did not finish in {budget + KILL_GRACE:g} s "
-                                               "and its worker process was killed")
-    if outcome.error is not None:
-        return SymbolicResult(None, "cost", f"symbolic comparison's worker failed: {outcome.error}")
-    result: SymbolicResult = outcome.value
+                                               "and its helper process was killed")
+    _give_back(helper)
     return result
+
+
+atexit.register(_stop_helpers)
+
+if __name__ == "__main__":
+    _replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # a stray print cannot corrupt the reply channel
+    serve(sys.stdin.buffer, _replies)

@@ -307,8 +307,7 @@ def compare_answers(prediction: str, reference: str, tolerance: float = 1e-6, sy
     larger of the two values) applies only when the gold is approximate: irrational (`\\pi`, `\\sqrt2`) or a
     rational with no finite decimal form (`1/3`, which then takes a decimal answer within the tolerance, e.g.
     `0.333333`); with `tolerance_for="decimal"` also when the gold is written with a decimal point or an exponent
-    (measured
-    values). So appending `.0` or `.000001` to an answer never buys slack. Explicit units must agree when both
+    (measured values). So appending `.0` or `.000001` to an answer never buys slack. Explicit units must agree when both
     sides have one (`5\\text{ km}` is not `5\\text{ cm}`; `5\\text{ cm}` is `5`). Results are cached; answers
     over `MAX_ANSWER_CHARS` are compared as canonical strings only (linear time).
     """
