@@ -89,13 +89,14 @@ def reference_for(spec: Any, ground_truth: Any) -> Any:
     becomes the list of answers. Anything else is passed as is.
     """
     truth = plain(ground_truth)
-    if spec in _CODE_SPECS and isinstance(truth, str | bytes):
+    code = isinstance(spec, str) and spec in _CODE_SPECS
+    if code and isinstance(truth, str | bytes):
         try:
             truth = json.loads(truth)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return truth
     if isinstance(truth, Mapping):
-        if spec in _CODE_SPECS and "inputs" in truth and "outputs" in truth and not truth.get("fn_name"):
+        if code and "inputs" in truth and "outputs" in truth and not truth.get("fn_name"):
             inputs, outputs = truth["inputs"], truth["outputs"]
             if isinstance(inputs, list) and isinstance(outputs, list) and len(inputs) == len(outputs):
                 return {"io": [{"stdin": str(i), "stdout": str(o)} for i, o in zip(inputs, outputs, strict=True)]}
