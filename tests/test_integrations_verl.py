@@ -123,7 +123,8 @@ def test_batch_manager_form_with_numpy_arrays_matches_the_per_sample_form() -> N
     rows = compute_score(data_sources=data_sources, solution_strs=responses, ground_truths=ground_truths,
                          extra_infos=extras)
     assert [r["score"] for r in rows] == [1.0, 0.0, 0.0, 0.0]  # searchR1 wants <answer>…</answer>
-    tagged = compute_score(data_sources=data_sources[2:], solution_strs=["<answer>Paris</answer>", "<answer>x</answer>"],
+    tagged = compute_score(data_sources=data_sources[2:],
+                           solution_strs=["<answer>Paris</answer>", "<answer>x</answer>"],
                            ground_truths=ground_truths[2:], extra_infos=extras[2:])
     assert [r["score"] for r in tagged] == [1.0, 0.0]
     assert all(set(r) == BASE_KEYS for r in rows)
