@@ -138,7 +138,7 @@ def test_sql_is_extracted_from_fences() -> None:
      "item h, item i, item j, item k, item l, item m, item n, item o, item p", "timeout", "time limit"),
     ("SELECT 1 FROM item a, item b, item c, item d, item e, item f, item g, item h, item i, item j, item k",
      "row_limit", "row limit"),
-    ("SELECT randomblob(2000000000)", "runtime", "too big"),
+    ("SELECT randomblob(2000000000)", "size_limit", "too big"),
 ])
 @pytest.mark.timeout(30)
 def test_hostile_queries_fail_clearly_and_never_change_the_file(db_file: Path, query: str, stage: str,

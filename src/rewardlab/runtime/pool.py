@@ -8,6 +8,10 @@ Nothing a call starts outlives it: each worker is a child subreaper and kills, a
 processes the call left behind. A worker dies with its parent (PR_SET_PDEATHSIG), so killing the scoring
 process does not leave runaway workers behind.
 
+Workers are fresh interpreters (`python -c ...`, the parent's `sys.path` passed on), not multiprocessing
+processes: nothing re-imports the caller's `__main__`, so a script without an `if __name__ == "__main__"`
+guard, a notebook or an embedding host can use them; the function travels by value (cloudpickle).
+
 An `Outcome` whose `limit` is set is the runtime stopping the call ("timeout", "memory", "crash"): a failure
 the item caused, which `PerSampleReward` turns into its `failure_value`. An `Outcome` with only `error` is a
 fault of the function (an exception it raised) or of the runtime (a worker that could not start).
@@ -22,14 +26,15 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import subprocess
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from typing import Any, Literal
+from multiprocessing.connection import Connection, Pipe
+from typing import Any, Literal, TypeVar
 
 import cloudpickle
 
@@ -101,9 +106,12 @@ def _children() -> set[int]:
     return pids
 
 
+_POOL_PIDS: set[int] = set()  # live pool workers started by this process (a pool used inside a worker)
+
+
 def _multiprocessing_helpers() -> set[int]:
-    """Processes multiprocessing itself keeps (child processes, forkserver, resource tracker): never reaped."""
-    keep = {p.pid for p in mp.active_children() if p.pid is not None}
+    """Processes kept on purpose (pool workers, multiprocessing's children, forkserver, resource tracker)."""
+    keep = set(_POOL_PIDS) | {p.pid for p in mp.active_children() if p.pid is not None}
     for module_name, holder, attribute in (("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
                                            ("multiprocessing.resource_tracker", "_resource_tracker", "_pid")):
         module = sys.modules.get(module_name)
@@ -137,21 +145,23 @@ def end_leftover_processes() -> int:
     return ended
 
 
-def _worker_main(conn: Connection, fn_bytes: bytes, memory_mb: int | None) -> None:
-    """Body of a worker process: own process group, dies with its parent, then call-and-reply until EOF."""
-    with contextlib.suppress(OSError):
-        os.setsid()  # own process group: a timeout kills the worker and everything it spawned
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the parent (forkserver or scorer) gone: stop at once
+def _worker_main(conn: Connection, parent: int) -> None:
+    """Body of a worker process: dies with its parent, reaps orphans, then call-and-reply until EOF."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the parent gone: stop at once, even in the middle of a call
+    if os.getppid() != parent:  # it died before the line above took effect
+        os._exit(0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a call come back here, to be ended after it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
+        fn_bytes, memory_mb = conn.recv()
         fn = cloudpickle.loads(fn_bytes)
         if memory_mb is not None:
             import resource
 
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb * _MiB, memory_mb * _MiB))
     except BaseException as error:
-        conn.send(("fail", _describe(error)))
+        with contextlib.suppress(OSError):
+            conn.send(("fail", _describe(error)))
         return
     conn.send(("ready", None))
     while True:
@@ -172,10 +182,56 @@ def _worker_main(conn: Connection, fn_bytes: bytes, memory_mb: int | None) -> No
             conn.send(("err", f"result could not be sent back: {_describe(error)}"))
 
 
-def _context() -> Any:
-    if "forkserver" in mp.get_all_start_methods():
-        return mp.get_context("forkserver")
-    return mp.get_context("spawn")
+def worker_entry() -> None:
+    """Entry point of a worker interpreter: `python -c "...worker_entry()" FD PARENT_PID`."""
+    fd, parent = int(sys.argv[1]), int(sys.argv[2])
+    _worker_main(Connection(fd), parent)
+
+
+T = TypeVar("T")
+
+
+class _Spawner:
+    """One long-lived thread that starts every worker: PR_SET_PDEATHSIG fires when the *thread* that started
+    a child ends, so workers must not be started from short-lived threads (a `map` fan-out)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="rewardlab-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            job, future = self.requests.get()
+            try:
+                future.set_result(job())
+            except BaseException as error:
+                future.set_exception(error)
+
+    def run(self, job: Callable[[], T]) -> T:
+        future: Future[T] = Future()
+        self.requests.put((job, future))
+        return future.result()
+
+
+_SPAWNER: list[_Spawner] = []
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> _Spawner:
+    with _SPAWNER_LOCK:
+        if not _SPAWNER or _SPAWNER[0].pid != os.getpid():  # none yet, or this is a forked child
+            _SPAWNER[:] = [_Spawner()]
+        return _SPAWNER[0]
+
+
+_WORKER_CODE = "from rewardlab.runtime.pool import worker_entry; worker_entry()"
+
+
+def _worker_environment() -> dict[str, str]:
+    """The parent's environment with its `sys.path` as PYTHONPATH: the worker finds what the parent imports."""
+    paths = [os.getcwd() if entry == "" else entry for entry in sys.path]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def _death_reason(code: int | None) -> str:
@@ -193,11 +249,33 @@ def _death_reason(code: int | None) -> str:
 
 class _Worker:
     def __init__(self, fn_bytes: bytes, memory_mb: int | None) -> None:
-        ctx = _context()
-        self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child_conn, fn_bytes, memory_mb), daemon=True)
-        self.process.start()  # type: ignore[no-untyped-call]
-        child_conn.close()
+        self.conn, child_conn = Pipe(duplex=True)
+        fd = child_conn.fileno()
+        try:
+            argv = [sys.executable, "-c", _WORKER_CODE, str(fd), str(os.getpid())]
+            environment = _worker_environment()
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env=environment)
+
+            self.process: subprocess.Popen[bytes] = _spawner().run(start)
+        finally:
+            child_conn.close()
+        _POOL_PIDS.add(self.process.pid)
+        self.conn.send((fn_bytes, memory_mb))
+
+    @property
+    def exitcode(self) -> int | None:
+        code: int | None = self.process.poll()
+        return code
+
+    def is_alive(self) -> bool:
+        return self.process.poll() is None
+
+    def join(self, timeout: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout)
 
     def wait_ready(self, seconds: float) -> str | None:
         """None once the worker has loaded the function, else why it could not start."""
@@ -206,25 +284,25 @@ class _Worker:
                 return f"it did not start within {seconds:g} s"
             status, payload = self.conn.recv()
         except (EOFError, OSError):
-            self.process.join(timeout=2)
-            return f"it exited with code {self.process.exitcode} while starting"
+            self.join(2)
+            return f"it exited with code {self.exitcode} while starting"
         return None if status == "ready" else str(payload)
 
     def kill(self) -> None:
         pid = self.process.pid
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                os.killpg(pid, signal.SIGKILL)  # the worker and everything it spawned
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                os.kill(pid, signal.SIGKILL)
-        self.process.join(timeout=5)
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(pid, signal.SIGKILL)  # the worker and everything it spawned (it leads its session)
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            self.process.kill()
+        self.join(5)
+        _POOL_PIDS.discard(pid)
         with contextlib.suppress(OSError):
             self.conn.close()
 
     def stop(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.close()
-        self.process.join(timeout=1)
+        self.join(1)
         self.kill()  # also ends what is left in its process group
 
 
@@ -264,7 +342,7 @@ class IsolatedPool:
 
     def _worker(self, slot: int) -> _Worker | Outcome:
         worker = self._slots[slot]
-        if worker is not None and worker.process.is_alive():
+        if worker is not None and worker.is_alive():
             return worker
         if worker is not None:
             worker.kill()
@@ -294,8 +372,8 @@ class IsolatedPool:
                                reason=f"the call ran past the {timeout:g} s time limit; its process group was killed")
             status, payload = worker.conn.recv()
         except (EOFError, OSError):
-            worker.process.join(timeout=2)  # the pipe closed: the worker is exiting; collect its status
-            code = worker.process.exitcode
+            worker.join(2)  # the pipe closed: the worker is exiting; collect its status
+            code = worker.exitcode
             worker.kill()
             self._slots[slot] = None
             return Outcome(error=f"worker process died (exit code {code})", limit="crash", reason=_death_reason(code))
