@@ -138,7 +138,8 @@ def render_monitor_report(result: MonitorResult, *, source: str = "") -> str:
     bon = "".join(f"<tr><td>{int(r['n'])}</td><td>{_fmt(r['kl'])}</td><td>{_fmt(r['reward'])}</td></tr>"
                   for r in result.best_of_n)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
-    embedded = json.dumps(data, default=str).replace("</", "<\\/")
+    # JSON inside <script>: <, > and & as \u escapes, so no text from the log can close or open a tag
+    embedded = json.dumps(data, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rewardlab monitor</title><style>{_CSS}</style></head><body>
 <h1>Reward-hacking monitor</h1>
