@@ -202,7 +202,12 @@ def test_failures_are_scores_not_exceptions(rm_folders: dict[str, str], name: st
            Sample(prompt=None, response=""), SAMPLES[0]]  # type: ignore[arg-type]
     scores = reward.score(bad)
     assert "must be a string" in (scores[0].error or "")
-    assert "lone surrogate" in (scores[1].error or "") and "lone surrogate" in (scores[4].error or "")
+    # a lone surrogate in the response is the response's doing: scored as U+FFFD (a value), never an error;
+    # in the prompt it is not the response's doing: an error
+    assert scores[1].error is None and scores[1].value is not None and "U+FFFD" in scores[1].info["reason"]
+    assert scores[1].value == pytest.approx(reward.score([Sample(prompt="x", response="\ufffd broken")])[0].value,
+                                            rel=1e-6, abs=1e-6)
+    assert "lone surrogate" in (scores[4].error or "")
     assert "prompt" in (scores[2].error or "") and "prompt message 0" in (scores[3].error or "")
     assert scores[5].error is None and scores[5].value is not None  # nothing to say is still something to score
     assert scores[6].value == pytest.approx(reward.score([SAMPLES[0]])[0].value, rel=1e-6, abs=1e-6)

@@ -3,6 +3,13 @@
 PATH is a folder written by `RewardModel.save_pretrained` (or `rewardlab train`), or any single-label Hugging
 Face sequence classifier whose head is one linear layer (e.g. a TRL `RewardTrainer` output). torch and
 transformers are imported when the reward is built, not when the registry is scanned.
+
+Failure semantics (issue 8): every string response is scorable, so it gets a value and the reward always
+applies. An over-long sample is truncated (`truncation`, `max_length`), never an error; lone surrogates in the
+response (text no decoder writes, but a hostile client can send) are replaced by U+FFFD before tokenizing,
+with `info["reason"]` saying so. A learned reward has no failing value (`failure_value` None: the scale is
+unbounded), so what is left as `error` is never the response's doing: a prompt that is not valid Unicode,
+a sample with no tokens at all, a response that is not a string, a tokenizer or model fault.
 """
 
 from __future__ import annotations
@@ -31,6 +38,15 @@ def _pick_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _repair_surrogates(text: str) -> tuple[str, bool]:
+    """`text` with paired surrogates joined and lone ones replaced by U+FFFD; and whether it changed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"), True
+    return text, False
 
 
 def _unicode_problem(prompt: Any, response: str) -> str | None:
@@ -193,17 +209,21 @@ class ModelReward(Reward):
         scores: list[Score | None] = [None] * len(samples)
         encoded: list[Any] = []
         positions: list[int] = []
+        repaired: set[int] = set()
         for i, sample in enumerate(samples):
             if not isinstance(sample.response, str):
                 scores[i] = Score.failure(f"response must be a string, got {type(sample.response).__name__}")
                 continue
             prompt = "" if sample.prompt is None else sample.prompt
-            problem = _unicode_problem(prompt, sample.response)
+            response, was_repaired = _repair_surrogates(sample.response)
+            if was_repaired:
+                repaired.add(i)
+            problem = _unicode_problem(prompt, response)
             if problem is not None:
                 scores[i] = Score.failure(problem)
                 continue
             try:
-                item = encode_sample(tokenizer, prompt, sample.response, max_length=max_length,
+                item = encode_sample(tokenizer, prompt, response, max_length=max_length,
                                      truncation=self.truncation)
             except Exception as error:
                 scores[i] = Score.failure(f"cannot tokenize the sample: {type(error).__name__}: {error}")
@@ -221,6 +241,8 @@ class ModelReward(Reward):
             for j, i in enumerate(positions):
                 value = (float(out.rewards[j]) - mean) / std
                 objectives = {n: float(out.objectives[j, k]) for k, n in enumerate(names)} if multi else {}
-                info = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated}
+                info: dict[str, Any] = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated}
+                if i in repaired:
+                    info["reason"] = "lone surrogates in the response were replaced by U+FFFD before tokenizing"
                 scores[i] = Score(value=value, objectives=objectives, info=info)
         return [s if s is not None else Score.failure("not scored") for s in scores]
