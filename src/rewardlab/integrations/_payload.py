@@ -13,6 +13,7 @@ Numbers for trainers that cannot take "no value" (verl, OpenRLHF):
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ END_MARKERS = (
 )
 
 _LOADED: dict[str, Reward] = {}
+_LOADING = threading.Lock()  # trainers call from several threads at once; the registry's discovery is not thread-safe
 
 
 def plain(value: Any) -> Any:
@@ -61,10 +63,11 @@ def load_reward(spec: Any) -> Reward:
 
     spec = plain(spec)
     key = content_hash(spec)
-    reward = _LOADED.get(key)
-    if reward is None:
-        reward = load(spec)
-        _LOADED[key] = reward
+    with _LOADING:
+        reward = _LOADED.get(key)
+        if reward is None:
+            reward = load(spec)
+            _LOADED[key] = reward
     return reward
 
 
