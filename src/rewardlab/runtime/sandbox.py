@@ -18,15 +18,30 @@ run time (`Sandbox.isolation`) and reported, never assumed:
 - `mount_namespace` (via `unshare --mount`): private, size-limited tmpfs on /tmp, /var/tmp, /dev/shm and /run/lock
   (the world-writable directories of a Debian system), the working directory inside it, so nothing the program
   writes survives the run.
+- `minimal_root` (mount namespace, root or a user namespace): the program's `/` is a new read-only tmpfs holding
+  read-only bind mounts of the system's program folders (/usr, /bin, /lib*, /sbin) and the interpreter's prefixes
+  only, a fresh /proc, a minimal /dev, private /tmp, /var/tmp, /dev/shm; the host root is detached
+  (`pivot_root`), so host files (the project, /root, /home, /etc beyond what the loader needs) and host sockets
+  (/run) are out of reach.
+- `ipc_namespace` (via `unshare --ipc`): SysV shared memory, message queues and semaphores are private to the
+  run and destroyed with it; shared memory is capped by the namespace's `kernel.shm*` settings.
+- `memory_cgroup` (cgroup v1 `memory` or v2 `memory.max`, where the scorer may create a child of its own cgroup):
+  one cgroup per run bounds everything the run pins (heap of every process, tmpfs files, memfds, SysV shm, pipe
+  buffers) to `Limits.total_memory`; an OOM kill in it is reported as the memory limit. Without it, a seccomp
+  filter refuses `memfd_create` (`memfd_filter`), the tmpfs mounts are size-limited and SysV shm is capped.
+- `no_new_privs` (always): setuid binaries and file capabilities grant nothing.
 
-Languages are data (`Language`): the files a program needs and the command line that runs it.
+The init is a real module, `_sandbox_init.py`, run by path. Languages are data (`Language`): the files a program
+needs and the command line that runs it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import marshal
 import os
+import platform
 import selectors
 import shutil
 import signal
@@ -55,6 +70,17 @@ PROCESS_LIMIT = "process limit exceeded"
 SANDBOX_FAILURE = "sandbox failure"
 
 _WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+# what a minimal root holds, read-only: the system's program and library folders (symlinks on merged-/usr systems),
+# what the dynamic loader reads, and a few harmless device nodes; the interpreter's prefixes are added by the init
+_ROOT_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache",
+               "/etc/alternatives")
+_ROOT_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+_SMALL_TMPFS = 16 * MiB
+# SysV IPC bounds inside the run's IPC namespace: 16 MiB of shared memory in at most 16 segments, 16 message
+# queues of 16 KiB, 16 semaphore sets (the host defaults allow gigabytes)
+_IPC_SYSCTLS = (("shmmax", str(_SMALL_TMPFS)), ("shmall", str(_SMALL_TMPFS // 4096)), ("shmmni", "16"),
+                ("msgmni", "16"), ("msgmnb", "16384"), ("sem", "250 4000 32 16"))
+_MEMFD_FILTER_MACHINES = ("x86_64", "aarch64", "i686", "i386")
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DRAIN_AFTER_EXIT_S = 0.5
 
@@ -71,7 +97,9 @@ class Limits:
     `memory_bytes` (RLIMIT_AS, address space per process), `file_size_bytes` (RLIMIT_FSIZE), `disk_bytes` (size
     of the private tmpfs holding the working directory), `max_processes` (RLIMIT_NPROC, effective only when the
     program runs as an unprivileged uid), `max_open_files` (RLIMIT_NOFILE), `output_bytes` (stdout + stderr
-    captured before the run is killed).
+    captured before the run is killed), `total_memory_bytes` (memory cgroup limit of the whole run: every
+    process, tmpfs file, memfd and shm segment together; None = `memory_bytes + disk_bytes + 64 MiB`, the room
+    for one full-size process, a full working directory and the init).
     """
 
     cpu_seconds: float = 4.0
@@ -82,11 +110,21 @@ class Limits:
     max_processes: int = 32
     max_open_files: int = 256
     output_bytes: int = 4 * MiB
+    total_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
+            if value is None and name == "total_memory_bytes":
+                continue
             if not value > 0:
                 raise ValueError(f"Limits.{name} must be > 0, got {value!r}")
+
+    @property
+    def total_memory(self) -> int:
+        """The memory cgroup limit of one run, in bytes (see `total_memory_bytes`)."""
+        if self.total_memory_bytes is not None:
+            return self.total_memory_bytes
+        return self.memory_bytes + self.disk_bytes + 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -122,6 +160,10 @@ class Isolation:
     unshare: str | None = None
     notes: tuple[str, ...] = ()
     user_namespace: bool = False
+    ipc_namespace: bool = False
+    minimal_root: bool = False
+    memory_cgroup: bool = False
+    memfd_filter: bool = False
 
     @property
     def network(self) -> str:
@@ -130,8 +172,9 @@ class Isolation:
 
     def mechanisms(self) -> list[str]:
         """Names of the mechanisms in force, for `Score.info` and reports."""
-        names = ["rlimits", "process_group"]
-        names += [n for n in ("uid", "user_namespace", "pid_namespace", "net_namespace", "mount_namespace")
+        names = ["rlimits", "process_group", "no_new_privs"]
+        names += [n for n in ("uid", "user_namespace", "pid_namespace", "net_namespace", "mount_namespace",
+                              "ipc_namespace", "minimal_root", "memory_cgroup", "memfd_filter")
                   if getattr(self, n)]
         if not self.net_namespace:
             names.append("socket_guard")
@@ -160,6 +203,8 @@ class Execution:
     sandbox_error: str | None = None
     isolation: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
+    memory_exceeded: bool = False
+    memory_peak_bytes: int | None = None
 
     @property
     def status(self) -> str:
@@ -170,6 +215,8 @@ class Execution:
             return OUTPUT_LIMIT
         if self.timed_out:
             return TIMEOUT
+        if self.memory_exceeded:
+            return MEMORY_LIMIT
         if self.signal == signal.SIGXCPU or (
             self.signal == signal.SIGKILL and self.cpu_seconds is not None
             and self.cpu_seconds >= self.limits.cpu_seconds - 0.05
@@ -191,6 +238,9 @@ class Execution:
             return f"{TIMEOUT}: CPU time limit of {self.limits.cpu_seconds:g} s exceeded"
         if status == OUTPUT_LIMIT:
             return f"{OUTPUT_LIMIT}: more than {self.limits.output_bytes} bytes written to stdout/stderr"
+        if status == MEMORY_LIMIT:
+            return (f"{MEMORY_LIMIT}: the run's processes, files and shared memory together passed "
+                    f"{self.limits.total_memory} bytes (memory cgroup; the program was killed)")
         if status == FILE_SIZE_LIMIT:
             return f"{FILE_SIZE_LIMIT}: a file grew past {self.limits.file_size_bytes} bytes"
         if status == SANDBOX_FAILURE:
@@ -198,128 +248,8 @@ class Execution:
         return None
 
 
-# The init of each run, executed as root (or the caller) by the scorer's own interpreter with -I -S, inside the
-# namespaces. It mounts private tmpfs, writes the program's files, forks the program (rlimits, setgroups,
-# setresgid, setresuid, execve) and waits for it; its exit then tears down the PID namespace. It reports the
-# program's wait status and rusage on a pipe the program never holds.
-_INIT_SOURCE = r'''
-import _signal as signal, marshal, os, resource, sys  # _signal: no enum import
-with open(sys.argv[1], "rb") as handle:
-    config = marshal.load(handle)
-status_fd = config["status_fd"]
-os.set_inheritable(status_fd, False)
-payload = {}
-for name in config["files"]:
-    with open(os.path.join(config["payload_dir"], name), "rb") as handle:
-        payload[name] = handle.read()
-# the payload is in memory now: remove it (and, with a mount namespace, the whole host directory), so that even a
-# scorer killed mid-run leaves nothing behind
-for name in os.listdir(config["payload_dir"]):
-    os.unlink(os.path.join(config["payload_dir"], name))
-os.rmdir(config["payload_dir"])
-if config["mount_namespace"]:
-    try:
-        os.rmdir(os.path.dirname(config["payload_dir"]))
-    except OSError:
-        pass
-uid = config["uid"]
-if config["mount_namespace"]:
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    for target, size in config["tmpfs"]:
-        if os.path.isdir(target):
-            options = ("size=%d,mode=1777" % size).encode()
-            if libc.mount(b"tmpfs", target.encode(), b"tmpfs", 2 | 4, options) != 0:  # MS_NOSUID | MS_NODEV
-                err = ctypes.get_errno()
-                sys.stderr.write("sandbox: mount tmpfs on %s: %s\n" % (target, os.strerror(err)))
-                os._exit(125)
-workdir = config["workdir"]
-os.makedirs(workdir, mode=0o700, exist_ok=True)
-for name, data in payload.items():
-    path = os.path.join(workdir, name)
-    with open(path, "wb") as handle:
-        handle.write(data)
-    if uid is not None:
-        os.chown(path, uid, uid)
-if uid is not None:
-    os.chown(workdir, uid, uid)
-os.chdir(workdir)
-lifeline = config["lifeline_fd"]
-os.set_inheritable(lifeline, False)
-done = []
-class ChildExited(Exception):
-    pass
-raised = []
-def on_child(signum, frame):
-    if not pid or raised:  # raise once, inside the try below; later SIGCHLDs (orphans dying) change nothing
-        return
-    if not done:
-        found, status, usage = os.wait4(pid, os.WNOHANG)
-        if found:
-            done.append((status, usage))
-    if done:
-        raised.append(True)
-        raise ChildExited()
-def run_python(script):
-    """Run `script` as __main__ in this (forked, unprivileged) interpreter: no second interpreter start-up."""
-    os.close(status_fd)
-    os.close(lifeline)
-    os.environ.clear()
-    os.environ.update(config["env"])
-    import types
-    module = types.ModuleType("__main__")
-    module.__file__ = script
-    module.__builtins__ = __builtins__
-    sys.modules["__main__"] = module
-    sys.argv = [script]
-    sys.path[0] = os.getcwd()
-    import site  # started with -S (no .pth files run): put the site-packages directories on the path ourselves
-    for directory in site.getsitepackages():
-        if os.path.isdir(directory) and directory not in sys.path:
-            sys.path.append(directory)
-    try:
-        with open(script, "rb") as handle:
-            code = compile(handle.read(), script, "exec")
-        exec(code, module.__dict__)
-    except SystemExit:
-        raise
-    except BaseException:
-        kind, value, trace = sys.exc_info()
-        sys.excepthook(kind, value, trace.tb_next if trace is not None else None)
-        raise SystemExit(1)
-    raise SystemExit(0)
-pid = 0
-signal.signal(signal.SIGCHLD, on_child)
-try:
-    pid = os.fork()
-    if pid == 0:
-        script = config["python_script"]
-        try:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for name, soft, hard in config["rlimits"]:
-                resource.setrlimit(getattr(resource, name), (soft, hard))
-            if uid is not None:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-            if script is None:
-                os.execve(config["argv"][0], config["argv"], config["env"])
-        except BaseException as error:
-            os.write(2, ("sandbox: cannot start %r: %s\n" % (config["argv"][0], error)).encode())
-            os._exit(126)
-        run_python(script)
-    on_child(0, None)
-    while True:
-        if not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
-            os.kill(pid, signal.SIGKILL)
-            os._exit(124)
-except ChildExited:
-    pass
-status, usage = done[0]
-report = "%d %r %d" % (status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
-os.write(status_fd, report.encode())
-os._exit(0)
-'''
+# The init of each run (`_sandbox_init.py`, run by path with the program's interpreter or the scorer's, `-s -S`).
+INIT_SCRIPT = str(Path(__file__).with_name("_sandbox_init.py"))
 
 
 def reachable_by_others(path: str | os.PathLike[str]) -> bool:
@@ -387,8 +317,155 @@ def _uid_pool(base: int) -> _UidPool:
         return _UID_POOLS[key]
 
 
+class MemoryCgroups:
+    """Per-run memory cgroups, children of the scorer's own cgroup (cgroup v1 `memory` or v2 `memory.max`).
+
+    `find()` locates the scorer's cgroup from /proc/self/cgroup and /proc/self/mountinfo; `create(limit)` makes
+    `rewardlab-<pid>-<n>` with that limit (swap included, and on v2 `memory.oom.group`), `outcome` reads how many
+    OOM kills happened in it and its peak use, `remove` kills whatever is left in it and removes it.
+    """
+
+    def __init__(self, parent: str, version: int) -> None:
+        self.parent = parent
+        self.version = version
+        self._count = itertools.count()
+
+    @classmethod
+    def find(cls) -> tuple[MemoryCgroups | None, str]:
+        """The scorer's memory cgroup, or None and why not."""
+        try:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+            mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        except OSError as error:
+            return None, f"cannot read /proc/self/cgroup or mountinfo: {error}"
+        own_v1 = own_v2 = None
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                own_v1 = path
+            elif controllers == "":
+                own_v2 = path
+        for line in mounts:
+            fields = line.split(" ")
+            try:
+                fstype, options = fields[fields.index("-") + 1], fields[-1]
+            except (ValueError, IndexError):
+                continue
+            root, point = fields[3], fields[4]
+            if own_v1 is not None and fstype == "cgroup" and "memory" in options.split(","):
+                return cls(cls._join(point, root, own_v1), 1), ""
+            if own_v1 is None and own_v2 is not None and fstype == "cgroup2":
+                parent = cls._join(point, root, own_v2)
+                try:
+                    available = Path(parent, "cgroup.controllers").read_text().split()
+                except OSError as error:
+                    return None, f"cgroup v2 at {parent} unreadable: {error}"
+                if "memory" not in available:
+                    return None, f"cgroup v2: the memory controller is not delegated to {parent}"
+                return cls(parent, 2), ""
+        return None, "no memory cgroup hierarchy is mounted"
+
+    @staticmethod
+    def _join(point: str, root: str, own: str) -> str:
+        relative = own[len(root):] if root != "/" and own.startswith(root) else own
+        return os.path.join(point, relative.lstrip("/"))
+
+    def create(self, limit: int) -> str:
+        """A new child cgroup capped at `limit` bytes (memory + swap); raises OSError when refused."""
+        path = os.path.join(self.parent, f"rewardlab-{os.getpid()}-{next(self._count)}")
+        os.mkdir(path)
+        try:
+            if self.version == 1:
+                settings = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)]
+            else:
+                if not os.path.exists(os.path.join(path, "memory.max")):
+                    Path(self.parent, "cgroup.subtree_control").write_text("+memory")
+                settings = [("memory.max", limit), ("memory.swap.max", 0), ("memory.oom.group", 1)]
+            for name, value in settings:
+                if name == settings[0][0] or os.path.exists(os.path.join(path, name)):
+                    Path(path, name).write_text(str(value))
+        except OSError:
+            self.remove(path)
+            raise
+        return path
+
+    def outcome(self, path: str) -> tuple[int, int | None]:
+        """(OOM kills in the cgroup, its peak memory use in bytes or None)."""
+        events, peak = ("memory.oom_control", "memory.max_usage_in_bytes") if self.version == 1 else (
+            "memory.events", "memory.peak")
+        kills = 0
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(path, events).read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    kills = int(value)
+        try:
+            return kills, int(Path(path, peak).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return kills, None
+
+    @staticmethod
+    def remove(path: str, patience_s: float = 2.0) -> bool:
+        """SIGKILL every process still in the cgroup, then remove it; False when it is still busy."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                os.rmdir(path)
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+            with contextlib.suppress(OSError, ValueError):
+                for pid in Path(path, "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(pid), signal.SIGKILL)
+            time.sleep(0.005)
+
+    def sweep(self) -> None:
+        """Remove the cgroups that scorers which died (SIGKILL: no chance to clean up) left behind."""
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.parent):
+                parts = entry.name.split("-")
+                if len(parts) != 3 or parts[0] != "rewardlab" or not parts[1].isdigit():
+                    continue
+                try:
+                    os.kill(int(parts[1]), 0)
+                except ProcessLookupError:
+                    self.remove(entry.path, patience_s=0.1)
+                except PermissionError:
+                    continue
+
+
+_MEMORY_CGROUPS: list[tuple[MemoryCgroups | None, str]] = []
+
+
+def memory_cgroups() -> tuple[MemoryCgroups | None, str]:
+    """This process's `MemoryCgroups` when the scorer may create and cap child cgroups (probed once), else why not."""
+    with _DETECT_LOCK:
+        if not _MEMORY_CGROUPS:
+            _MEMORY_CGROUPS.append(_probe_memory_cgroups())
+        return _MEMORY_CGROUPS[0]
+
+
+def _probe_memory_cgroups() -> tuple[MemoryCgroups | None, str]:
+    if os.geteuid() != 0:
+        return None, "not root: no memory cgroup"
+    cgroups, why = MemoryCgroups.find()
+    if cgroups is None:
+        return None, why
+    cgroups.sweep()
+    try:
+        probe = cgroups.create(64 * MiB)
+    except OSError as error:
+        return None, f"cannot create a memory cgroup under {cgroups.parent}: {error}"
+    cgroups.remove(probe)
+    return cgroups, ""
+
+
 _DETECTED: dict[tuple[NamespaceMode, bool], Isolation] = {}
-_DETECT_LOCK = threading.Lock()
+_DETECT_LOCK = threading.RLock()
 
 
 class Sandbox:
@@ -397,6 +474,8 @@ class Sandbox:
     `namespaces`: `"auto"` uses every namespace the machine allows (detected once per process), `"require"`
     fails with `SandboxUnavailableError` unless PID, network and mount namespaces all work, `"off"` uses none.
     `drop_privileges`: run as a per-run unprivileged uid (from `uid_base`) when the scorer is root.
+    `read_only_paths`: host files or folders a minimal root shows too (read-only), beside the system's program
+    folders and the interpreter's prefixes (e.g. a toolchain under /opt).
     """
 
     def __init__(
@@ -406,9 +485,14 @@ class Sandbox:
         namespaces: NamespaceMode = "auto",
         drop_privileges: bool = True,
         uid_base: int = 1_600_000_000,
+        read_only_paths: Sequence[str] = (),
     ) -> None:
         if namespaces not in ("auto", "require", "off"):
             raise ValueError(f"namespaces must be 'auto', 'require' or 'off', got {namespaces!r}")
+        for path in read_only_paths:
+            if not os.path.isabs(path):
+                raise ValueError(f"read_only_paths must be absolute paths, got {path!r}")
+        self.read_only_paths = tuple(read_only_paths)
         self.limits = limits or Limits()
         self.namespaces: NamespaceMode = namespaces
         self.drop_privileges = drop_privileges and os.geteuid() == 0
@@ -430,34 +514,44 @@ class Sandbox:
         if not self.drop_privileges:
             notes.append("not root (or drop_privileges=False): the program runs as the scorer's uid and "
                          "RLIMIT_NPROC counts all of that user's processes")
+        cgroups, why_not = memory_cgroups()
+        if cgroups is None:
+            notes.append(f"no memory cgroup ({why_not})")
+            if platform.machine() in _MEMFD_FILTER_MACHINES:
+                notes.append("memory is bounded per process (RLIMIT_AS), tmpfs by size, memfd_create is refused")
+        bare = Isolation(self.drop_privileges, False, False, False, None, memory_cgroup=cgroups is not None,
+                         memfd_filter=cgroups is None and platform.machine() in _MEMFD_FILTER_MACHINES)
         unshare = shutil.which("unshare")
         if self.namespaces == "off":
-            return Isolation(self.drop_privileges, False, False, False, None, (*notes, "namespaces turned off"))
+            return replace(bare, notes=(*notes, "namespaces turned off"))
         if unshare is None:
             if self.namespaces == "require":
                 raise SandboxUnavailableError("namespaces='require' but the `unshare` binary (util-linux) is absent")
-            return Isolation(self.drop_privileges, False, False, False, None, (*notes, "`unshare` not found"))
+            return replace(bare, notes=(*notes, "`unshare` not found"))
         true_bin = shutil.which("true") or "/bin/true"
-        attempts = [(True, True, True), (True, True, False), (True, False, False), (False, True, False)]
+        # (pid, net, mount, ipc, minimal root), strongest first
+        attempts = [(True, True, True, True, True), (True, True, True, True, False), (True, True, True, False, False),
+                    (True, True, False, False, False), (True, False, False, False, False),
+                    (False, True, False, False, False)]
         failures: list[str] = []
-        for pid_ns, net_ns, mount_ns in attempts:
+        for pid_ns, net_ns, mount_ns, ipc_ns, root in attempts:
             # without root, namespaces need a user namespace (unprivileged user namespaces, where allowed)
-            candidate = Isolation(self.drop_privileges, pid_ns, net_ns, mount_ns, unshare,
-                                  user_namespace=not self.drop_privileges and os.geteuid() != 0)
+            candidate = replace(bare, pid_namespace=pid_ns, net_namespace=net_ns, mount_namespace=mount_ns,
+                                ipc_namespace=ipc_ns, minimal_root=root, unshare=unshare,
+                                user_namespace=not self.drop_privileges and os.geteuid() != 0)
             probe = self._execute([true_bin], {}, b"", candidate, self.limits)
             if probe.returncode == 0 and probe.sandbox_error is None:
                 if failures:
                     notes.append("fell back: " + "; ".join(failures))
-                if self.namespaces == "require" and not (pid_ns and net_ns and mount_ns):
+                if self.namespaces == "require" and not (pid_ns and net_ns and mount_ns and ipc_ns):
                     raise SandboxUnavailableError(f"namespaces='require' but only {candidate.mechanisms()} work: "
                                                   + "; ".join(failures))
                 return replace(candidate, notes=tuple(notes))
             detail = (probe.sandbox_error or probe.stderr.decode("utf-8", "replace").strip())[:200]
-            failures.append(f"{'+'.join(candidate.mechanisms()[2:])} failed ({detail})")
+            failures.append(f"{'+'.join(candidate.mechanisms()[3:])} failed ({detail})")
         if self.namespaces == "require":
             raise SandboxUnavailableError("namespaces='require' but no namespace works: " + "; ".join(failures))
-        notes.append("no namespace works: " + "; ".join(failures))
-        return Isolation(self.drop_privileges, False, False, False, None, tuple(notes))
+        return replace(bare, notes=(*notes, "no namespace works: " + "; ".join(failures)))
 
     # --- running ---------------------------------------------------------------------------------------------
 
@@ -555,9 +649,56 @@ class Sandbox:
         finally:
             shutil.rmtree(hostdir, ignore_errors=True)
 
+    def _root_spec(self, hostdir: str, uid: int | None, limits: Limits, argv: list[str]) -> dict[str, Any]:
+        """What the init mounts as the program's minimal root (the interpreter's prefixes it adds itself)."""
+        binds = [*_ROOT_BINDS, *self.read_only_paths]
+        if os.path.isabs(argv[0]):
+            binds.append(argv[0])
+        symlinks = []
+        with contextlib.suppress(OSError):
+            symlinks.append(["/etc/localtime", os.readlink("/etc/localtime")])
+        user = f"sandbox:x:{uid}:{uid}:sandbox:/tmp/sandbox:/usr/sbin/nologin\n" if uid is not None else ""
+        group = f"sandbox:x:{uid}:\n" if uid is not None else ""
+        files = [
+            ["/etc/passwd", ("root:x:0:0:root:/root:/usr/sbin/nologin\n" + user
+                             + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n").encode(), 0o644],
+            ["/etc/group", ("root:x:0:\n" + group + "nogroup:x:65534:\n").encode(), 0o644],
+            ["/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n", 0o644],
+        ]
+        return {
+            "mountpoint": os.path.join(hostdir, "root"), "binds": binds, "symlinks": symlinks, "files": files,
+            "devices": list(_ROOT_DEVICES), "proc_options": "hidepid=2",
+            "tmpfs": [["/tmp", limits.disk_bytes, 0o1777], ["/var/tmp", _SMALL_TMPFS, 0o1777],
+                      ["/dev/shm", _SMALL_TMPFS, 0o1777]],
+        }
+
     def _execute_in(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
                     limits: Limits, hostdir: str, uid: int | None, started: float,
                     python_script: str | None) -> Execution:
+        cgroup: str | None = None
+        cgroups = memory_cgroups()[0] if isolation.memory_cgroup else None
+        if cgroups is not None:
+            try:
+                cgroup = cgroups.create(limits.total_memory)
+            except OSError as error:
+                return Execution(None, None, b"", b"", b"", time.monotonic() - started,
+                                 sandbox_error=f"cannot create the run's memory cgroup: {error}",
+                                 isolation=isolation.mechanisms(), limits=limits)
+        try:
+            result = self._execute_in_cgroup(argv, files, stdin, isolation, limits, hostdir, uid, started,
+                                             python_script, cgroup)
+        finally:
+            if cgroups is not None and cgroup is not None:
+                kills, peak = cgroups.outcome(cgroup)
+                cgroups.remove(cgroup)
+        if cgroup is not None:
+            result.memory_exceeded = kills > 0
+            result.memory_peak_bytes = peak
+        return result
+
+    def _execute_in_cgroup(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
+                           limits: Limits, hostdir: str, uid: int | None, started: float,
+                           python_script: str | None, cgroup: str | None) -> Execution:
         payload_dir = os.path.join(hostdir, "payload")
         os.mkdir(payload_dir, 0o700)
         for name, data in files.items():
@@ -579,8 +720,13 @@ class Sandbox:
             "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir,
             "uid": uid,
             "mount_namespace": isolation.mount_namespace,
-            "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", 16 * MiB], ["/dev/shm", 16 * MiB],
+            "root": self._root_spec(hostdir, uid, limits, argv) if isolation.minimal_root else None,
+            "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", _SMALL_TMPFS], ["/dev/shm", _SMALL_TMPFS],
                       ["/run/lock", 1 * MiB]],
+            "cgroup_procs": os.path.join(cgroup, "cgroup.procs") if cgroup is not None else None,
+            "sysctls": [[f"/proc/sys/kernel/{name}", value] for name, value in _IPC_SYSCTLS]
+            if isolation.ipc_namespace else [],
+            "seccomp_memfd": isolation.memfd_filter,
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
             "python_script": python_script,
         }
@@ -588,11 +734,11 @@ class Sandbox:
         with open(config_path, "wb") as handle:
             marshal.dump(config, handle, 2)
         if python_script is None:
-            command = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, config_path]
+            command = [sys.executable, "-I", "-S", INIT_SCRIPT, config_path]
             init_env = {"PATH": _SAFE_PATH}
         else:  # the init is the interpreter the program will run in: the environment is set at its start-up
             interpreter = python_interpreter_for_sandbox(need_others=uid is not None)
-            command = [interpreter, "-s", "-S", "-c", _INIT_SOURCE, config_path]
+            command = [interpreter, "-s", "-S", INIT_SCRIPT, config_path]
             init_env = {k: v for k, v in env.items() if not k.startswith("REWARDLAB_")}
         if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
             prefix = [isolation.unshare or "unshare"]
@@ -602,8 +748,11 @@ class Sandbox:
                 prefix += ["--pid", "--fork", "--kill-child"]
             if isolation.net_namespace:
                 prefix.append("--net")
-            if isolation.mount_namespace:
-                prefix += ["--mount", "--mount-proc"] if isolation.pid_namespace else ["--mount"]
+            if isolation.ipc_namespace:
+                prefix.append("--ipc")
+            if isolation.mount_namespace:  # a minimal root mounts its own /proc
+                with_proc = isolation.pid_namespace and not isolation.minimal_root
+                prefix += ["--mount", "--mount-proc"] if with_proc else ["--mount"]
             command = [*prefix, "--", *command]
         try:
             process = subprocess.Popen(

@@ -1,0 +1,447 @@
+"""The init of one sandboxed run: builds the program's world, forks it, drops its privileges, reports how it ended.
+
+Run by path, never imported: `PYTHON -s -S _sandbox_init.py CONFIG` by `rewardlab.runtime.sandbox` inside fresh
+namespaces (usually as PID 1 of a new PID namespace, as root). It must run on any Python >= 3.8 (the program's
+interpreter may be the system's), imports only the standard library, and imports nothing that the script's own
+folder could shadow before taking that folder off `sys.path`. Steps, in order:
+
+1. join the run's memory cgroup (when given) and make itself unkillable by the OOM killer (the program is the
+   victim), bound SysV shared memory in its IPC namespace (`/proc/sys/kernel/shm*` are per IPC namespace);
+2. read the program's files into memory and delete the host copy;
+3. mount the program's world: either private tmpfs over the world-writable directories of the host root
+   (`mount_namespace`), or a new minimal root (`minimal_root`): a tmpfs holding read-only bind mounts of the
+   interpreter and system libraries only, a fresh `/proc`, a minimal `/dev`, private `/tmp`, `/var/tmp` and
+   `/dev/shm`, entered with `pivot_root` (the host's root is detached: no path leads back to it);
+4. fork the program: rlimits, OOM score, `no_new_privs`, an optional seccomp filter refusing `memfd_create`,
+   no supplementary groups, an unprivileged uid; then `execve` or, for Python, run the script in this very
+   interpreter (one interpreter start-up per run);
+5. wait for it; write `STATUS CPU_SECONDS MAX_RSS_BYTES` on the status pipe, which the program never holds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
+
+import _signal as signal  # type: ignore[import-not-found]  # noqa: E402  (builtin: cannot be shadowed; no enum)
+import contextlib  # noqa: E402
+import marshal  # noqa: E402
+from typing import Any  # noqa: E402
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC = 1024, 2048, 4096, 8192, 16384
+MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
+MNT_DETACH = 2
+# statvfs f_flag bit -> mount flag, to keep the flags a bind mount's source has (some are locked)
+_KEPT_FLAGS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME),
+               (4096, MS_RELATIME))
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "i686": 217, "i386": 217, "ppc64le": 203,
+               "s390x": 217}
+# seccomp: (AUDIT_ARCH, memfd_create numbers) per architecture this filter knows
+_MEMFD_CREATE = {"x86_64": (0xC000003E, (319, 0x40000000 | 319)), "aarch64": (0xC00000B7, (279,)),
+                 "i686": (0x40000003, (356,)), "i386": (0x40000003, (356,))}
+_I386 = (0x40000003, 356)
+
+
+class SetupError(Exception):
+    """The world of the run could not be built (reported as a sandbox failure, exit status 125)."""
+
+
+class ChildExited(Exception):
+    """Raised once, in the main loop, when the program has exited."""
+
+
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+    libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
+    return libc
+
+
+def _fail(what: str) -> None:
+    import ctypes
+
+    err = ctypes.get_errno()
+    raise SetupError(f"{what}: {os.strerror(err)}")
+
+
+def mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int,
+          data: str | None = None) -> None:
+    """mount(2), raising `SetupError` naming the target."""
+    encoded = [None if value is None else value.encode() for value in (source, target, fstype, data)]
+    if libc.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+        _fail(f"mount {fstype or 'bind'} on {target}")
+
+
+def bind_read_only(libc: Any, source: str, target: str, extra: int = MS_NOSUID | MS_NODEV) -> None:
+    """Bind-mount `source` on `target` and make that mount read-only (keeping flags the source has)."""
+    mount(libc, source, target, None, MS_BIND)
+    kept = 0
+    flags = os.statvfs(source).f_flag
+    for bit, flag in _KEPT_FLAGS:
+        if flags & bit:
+            kept |= flag
+    mount(libc, None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | extra | kept)
+
+
+def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Create `path` holding `data`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def place(root: str, path: str) -> str:
+    """The path of host `path` inside the new root `root` (parents created as root-owned 0755 directories)."""
+    inside = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(inside), mode=0o755, exist_ok=True)
+    return inside
+
+
+def interpreter_paths() -> list[str]:
+    """The folders this interpreter loads from: its prefixes (a venv and its base) and its executable's folder."""
+    paths = []
+    for path in (sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix,
+                 os.path.dirname(os.path.realpath(sys.executable))):
+        if path and path != "/" and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def mount_points() -> list[str]:
+    """Every mount point of this mount namespace (to know which folders a non-recursive bind would miss)."""
+    points = []
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            fields = line.split(b" ")
+            if len(fields) > 4:
+                points.append(fields[4].decode("utf-8", "surrogateescape").replace("\\040", " "))
+    return points
+
+
+def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
+    """Mount the minimal read-only root described by `spec` and `pivot_root` into it; cwd is then `/`."""
+    root = spec["mountpoint"]
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    mount(libc, "tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    bound: list[str] = []
+    points = mount_points()
+
+    def covered(real: str) -> bool:
+        for top in bound:
+            if real == top or real.startswith(top + "/"):
+                # a mount point between `top` and `real` would show up empty under a non-recursive bind
+                return not any(p != top and (p == real or real.startswith(p + "/")) and p.startswith(top + "/")
+                               for p in points)
+        return False
+
+    def expose(path: str) -> None:
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            os.symlink(os.readlink(path), place(root, path))  # /bin -> usr/bin on merged-/usr systems
+            return
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or covered(real):
+            return
+        inside = place(root, real)
+        if os.path.isdir(real):
+            os.makedirs(inside, mode=0o755, exist_ok=True)
+        else:
+            write_file(inside, b"")
+        bind_read_only(libc, real, inside)
+        bound.append(real)
+        if real != path and not os.path.lexists(place(root, path)):
+            os.symlink(real, place(root, path))
+
+    for path in spec["binds"]:
+        if os.path.lexists(path):
+            expose(path)
+    for path in extra_paths:
+        expose(path)
+    for path, target in spec["symlinks"]:
+        if not os.path.lexists(place(root, path)):
+            os.symlink(target, place(root, path))
+    for path, data, mode in spec["files"]:
+        write_file(place(root, path), data, mode)
+    # /dev: a few harmless device nodes, bound from the host's (a tmpfs here could not hold working nodes)
+    dev = os.path.join(root, "dev")
+    os.makedirs(dev, mode=0o755, exist_ok=True)
+    mount(libc, "tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+    for node in spec["devices"]:
+        if os.path.exists(node):
+            inside = place(root, node)
+            write_file(inside, b"", 0o666)
+            bind_read_only(libc, node, inside, extra=MS_NOSUID | MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join(dev, name))
+    for path, size, mode in spec["tmpfs"]:
+        inside = place(root, path)
+        os.makedirs(inside, mode=0o755, exist_ok=True)
+        mount(libc, "tmpfs", inside, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+    proc = place(root, "/proc")
+    os.makedirs(proc, mode=0o555, exist_ok=True)
+    mount(libc, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, spec["proc_options"])
+    mount(libc, None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+    enter_root(libc, root)
+    mount(libc, None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def enter_root(libc: Any, root: str) -> None:
+    """Make `root` the root of this mount namespace and detach the old one (chroot into a moved mount if
+    pivot_root is refused, e.g. when the old root is the initramfs)."""
+    import platform
+
+    os.chdir(root)
+    number = _PIVOT_ROOT.get(platform.machine())
+    if number is not None and libc.syscall(number, b".", b".") == 0:
+        if libc.umount2(b".", MNT_DETACH) != 0:
+            _fail("detach the old root")
+    else:
+        mount(libc, root, "/", None, MS_MOVE)
+        os.chroot(".")
+    os.chdir("/")
+
+
+def install_memfd_filter() -> bool:
+    """A seccomp filter refusing memfd_create with EPERM (memory a memfd pins escapes RLIMIT_AS); False when
+    this architecture is unknown to the filter."""
+    import ctypes
+    import platform
+    import struct
+
+    known = _MEMFD_CREATE.get(platform.machine())
+    if known is None:
+        return False
+    arch, numbers = known
+    load, jump_if_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    checks = [(arch, numbers)]
+    if arch == 0xC000003E:  # 32-bit syscalls on x86_64 (int 0x80) carry the i386 arch and numbers
+        checks.append((_I386[0], (_I386[1],)))
+    # (code, jump target if true, jump target if false, k); targets are absolute, -1 = the final deny
+    labelled: list[tuple[int, int, int, int]] = []
+    for audit_arch, nrs in checks:
+        start = len(labelled)
+        next_block = start + 3 + len(nrs)
+        labelled.append((load, 0, 0, 4))  # seccomp_data.arch
+        labelled.append((jump_if_equal, start + 2, next_block, audit_arch))
+        labelled.append((load, 0, 0, 0))  # seccomp_data.nr
+        for nr in nrs:
+            labelled.append((jump_if_equal, -1, len(labelled) + 1, nr))
+    labelled.append((ret, 0, 0, allow))
+    deny_at = len(labelled)
+    labelled.append((ret, 0, 0, deny))
+    program = []
+    for index, (code, when_true, when_false, k) in enumerate(labelled):
+        if code == jump_if_equal:
+            true_to = deny_at if when_true == -1 else when_true
+            program.append((code, true_to - index - 1, when_false - index - 1, k))
+        else:
+            program.append((code, 0, 0, k))
+    raw = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(raw)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+    fprog = SockFprog(len(program), ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        _fail("install the seccomp filter")
+    return True
+
+
+def set_no_new_privs() -> None:
+    """PR_SET_NO_NEW_PRIVS: setuid/setgid binaries and file capabilities grant nothing from here on."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:
+        _fail("set no_new_privs")
+
+
+def write_setting(path: str, value: str) -> bool:
+    """Write `value` to a /proc or /sys setting; False when refused."""
+    try:
+        with open(path, "w") as handle:
+            handle.write(value)
+        return True
+    except OSError:
+        return False
+
+
+def run_python(script: str, config: dict[str, Any], close: tuple[int, ...]) -> None:
+    """Run `script` as __main__ in this (forked, unprivileged) interpreter: no second interpreter start-up."""
+    for fd in close:
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(config["env"])
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__file__ = script
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    sys.modules["__main__"] = module
+    sys.argv = [script]
+    sys.path.insert(0, os.getcwd())
+    import site  # started with -S (no .pth files run): put the site-packages directories on the path ourselves
+
+    for directory in site.getsitepackages():
+        if os.path.isdir(directory) and directory not in sys.path:
+            sys.path.append(directory)
+    try:
+        with open(script, "rb") as handle:
+            code = compile(handle.read(), script, "exec")
+        exec(code, module.__dict__)
+    except SystemExit:
+        raise
+    except BaseException:
+        kind, value, trace = sys.exc_info()
+        if kind is not None and value is not None:
+            sys.excepthook(kind, value, trace.tb_next if trace is not None else None)
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None:
+    """In the forked child: limits, privileges, then the program (never returns)."""
+    import resource
+
+    uid = config["uid"]
+    script = config["python_script"]
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # as root, so that the program (unprivileged) cannot lower it again: it is the OOM killer's victim
+        write_setting("/proc/self/oom_score_adj", "1000")
+        for name, soft, hard in config["rlimits"]:
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        set_no_new_privs()
+        if config["seccomp_memfd"]:
+            install_memfd_filter()
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        if script is None:
+            os.execve(config["argv"][0], config["argv"], config["env"])
+    except BaseException as error:
+        os.write(2, f"sandbox: cannot start {config['argv'][0]!r}: {error}\n".encode())
+        os._exit(126)
+    run_python(script, config, (status_fd, lifeline))
+
+
+def prepare(config: dict[str, Any]) -> None:
+    """Steps 1-3: cgroup, IPC bounds, payload, mounts, working directory (cwd is the working directory after)."""
+    if config["cgroup_procs"] is not None:
+        if not write_setting(config["cgroup_procs"], "0"):
+            raise SetupError(f"cannot join the memory cgroup {os.path.dirname(config['cgroup_procs'])}")
+        write_setting("/proc/self/oom_score_adj", "-1000")
+    for path, value in config["sysctls"]:
+        write_setting(path, value)
+    payload = {}
+    for name in config["files"]:
+        with open(os.path.join(config["payload_dir"], name), "rb") as handle:
+            payload[name] = handle.read()
+    # the payload is in memory now: remove it (and, with a mount namespace, the whole host directory), so that even
+    # a scorer killed mid-run leaves nothing behind
+    for name in os.listdir(config["payload_dir"]):
+        os.unlink(os.path.join(config["payload_dir"], name))
+    os.rmdir(config["payload_dir"])
+    host_dir = os.path.dirname(config["payload_dir"])
+    uid = config["uid"]
+    libc = _libc() if config["mount_namespace"] else None
+    if config["root"] is not None:
+        parent_fd = os.open(os.path.dirname(host_dir), os.O_RDONLY | os.O_DIRECTORY)
+        host_fd = os.open(host_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            build_root(libc, config["root"], interpreter_paths() if config["python_script"] else [])
+            # the old root is detached: nothing mounts on the host directory any more, remove it
+            for name, fd in ((os.path.basename(config["root"]["mountpoint"]), host_fd),
+                             (os.path.basename(host_dir), parent_fd)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=fd)
+        finally:
+            os.close(parent_fd)
+            os.close(host_fd)
+    elif config["mount_namespace"]:
+        with contextlib.suppress(OSError):
+            os.rmdir(host_dir)
+        for target, size in config["tmpfs"]:
+            if os.path.isdir(target):
+                mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    workdir = config["workdir"]
+    os.makedirs(workdir, mode=0o700, exist_ok=True)
+    for name, data in payload.items():
+        path = os.path.join(workdir, name)
+        write_file(path, data)
+        if uid is not None:
+            os.chown(path, uid, uid)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    os.chdir(workdir)
+
+
+def main() -> None:
+    """Steps 1-5 (see the module docstring)."""
+    # load now what the child needs after the root is replaced (the scorer's own Python may not be in the new root)
+    import ctypes  # noqa: F401
+    import platform  # noqa: F401
+    import resource  # noqa: F401
+    import struct  # noqa: F401
+    import types  # noqa: F401
+
+    with open(sys.argv[1], "rb") as handle:
+        config = marshal.load(handle)
+    status_fd = config["status_fd"]
+    lifeline = config["lifeline_fd"]
+    os.set_inheritable(status_fd, False)
+    os.set_inheritable(lifeline, False)
+    try:
+        prepare(config)
+    except (SetupError, OSError) as error:
+        os.write(2, f"sandbox: {error}\n".encode())
+        os._exit(125)
+    done: list[tuple[int, Any]] = []
+    raised: list[bool] = []
+    pid = 0
+
+    def on_child(signum: int, frame: object) -> None:
+        if not pid or raised:  # raise once, inside the try below; later SIGCHLDs (orphans dying) change nothing
+            return
+        if not done:
+            found, status, usage = os.wait4(pid, os.WNOHANG)
+            if found:
+                done.append((status, usage))
+        if done:
+            raised.append(True)
+            raise ChildExited()
+
+    signal.signal(signal.SIGCHLD, on_child)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            start_program(config, status_fd, lifeline)
+        on_child(0, None)
+        while True:
+            if not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
+                os.kill(pid, signal.SIGKILL)
+                os._exit(124)
+    except ChildExited:
+        pass
+    status, usage = done[0]
+    report = f"{status} {usage.ru_utime + usage.ru_stime!r} {usage.ru_maxrss * 1024}"
+    os.write(status_fd, report.encode())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

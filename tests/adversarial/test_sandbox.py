@@ -1,0 +1,457 @@
+"""Attacks on the sandbox itself (`rewardlab.runtime.sandbox`): each must be contained, and nothing may outlive a run.
+
+Every test runs a real program in the real sandbox and checks containment on the host side too. Tests that need a
+mechanism this machine lacks (root, `unshare`, a memory cgroup) skip and say which.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import dataclasses
+import os
+import shutil
+import socket
+import stat
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rewardlab.runtime import sandbox as sandbox_module
+from rewardlab.runtime.sandbox import (
+    BASH,
+    INIT_SCRIPT,
+    MEMORY_LIMIT,
+    PYTHON,
+    Execution,
+    Limits,
+    MiB,
+    Sandbox,
+    memory_cgroups,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+IS_ROOT = os.geteuid() == 0
+LIMITS = Limits(wall_seconds=15, cpu_seconds=5)
+
+
+@pytest.fixture(scope="module")
+def box() -> Sandbox:
+    return Sandbox(LIMITS)
+
+
+def need(box: Sandbox, *mechanisms: str) -> None:
+    """Skip unless every mechanism is in force here (the reason names what is missing and why)."""
+    isolation = box.isolation
+    missing = [m for m in mechanisms if not getattr(isolation, m)]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not available on this machine: {'; '.join(isolation.notes) or 'no notes'}")
+
+
+def run(box: Sandbox, source: str, **kwargs: object) -> Execution:
+    execution = box.run_program(PYTHON, source, **kwargs)  # type: ignore[arg-type]
+    assert execution.sandbox_error is None, execution.sandbox_error
+    return execution
+
+
+def out(execution: Execution) -> str:
+    return execution.stdout.decode("utf-8", "replace")
+
+
+def sysv_keys(kind: str) -> set[int]:
+    """Keys of the host's SysV IPC objects of `kind` (shm, msg, sem), from /proc/sysvipc."""
+    lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+    return {int(line.split()[0]) for line in lines if line.strip()}
+
+
+def own_cgroup_children() -> list[str]:
+    cgroups, _ = memory_cgroups()
+    if cgroups is None:
+        return []
+    return [e.name for e in os.scandir(cgroups.parent) if e.name.startswith(f"rewardlab-{os.getpid()}-")]
+
+
+@pytest.fixture
+def secret_file() -> Iterator[Path]:
+    """A world-readable (0644) file on the host, in the project folder (every parent is world-searchable)."""
+    path = ROOT / f".rewardlab-secret-{uuid.uuid4().hex}"
+    path.write_text("the-host-secret")
+    path.chmod(0o644)
+    yield path
+    path.unlink(missing_ok=True)
+
+
+# --- finding: SysV IPC outlived the run ------------------------------------------------------------------------
+
+SYSV = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+shm = libc.shmget({key}, 1 << 20, 0o1666)
+msg = libc.msgget({key} + 1, 0o1666)
+sem = libc.semget({key} + 2, 4, 0o1666)
+print(shm, msg, sem)
+"""
+
+
+def test_sysv_shared_memory_queues_and_semaphores_die_with_the_run(box: Sandbox) -> None:
+    need(box, "ipc_namespace")
+    key = 0x5EED0000 + uuid.uuid4().int % 0xFFF0
+    execution = run(box, SYSV.format(key=key))
+    ids = [int(x) for x in out(execution).split()]
+    assert len(ids) == 3 and all(i >= 0 for i in ids), (out(execution), execution.stderr)  # they were created
+    assert key not in sysv_keys("shm")
+    assert key + 1 not in sysv_keys("msg")
+    assert key + 2 not in sysv_keys("sem")
+
+
+def test_host_sysv_objects_are_invisible_to_the_program(box: Sandbox) -> None:
+    need(box, "ipc_namespace")
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x5EEE0000 + uuid.uuid4().int % 0xFFF0
+    shmid = libc.shmget(key, 4096, 0o1666)
+    assert shmid >= 0
+    try:
+        program = (f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                   f"print(libc.shmget({key}, 4096, 0o666), open('/proc/sysvipc/shm').read().count('\\n'))\n")
+        found, lines = out(run(box, program)).split()
+        assert found == "-1" and lines == "1"  # ENOENT, and only the header line
+    finally:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+def test_sysv_shared_memory_is_capped_inside_the_run(box: Sandbox) -> None:
+    need(box, "ipc_namespace")
+    program = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "print(libc.shmget(0x1234, 64 << 20, 0o1666), [libc.shmget(0x2000 + i, 1 << 20, 0o1666) >= 0 "
+               "for i in range(40)].count(True))\n")
+    big, small = out(run(box, program)).split()
+    assert big == "-1" and int(small) <= 16  # shmmax 16 MiB, shmmni 16
+
+
+# --- finding: memfds escaped the memory cap ---------------------------------------------------------------------
+
+MEMFDS = """import os
+fds = []
+for i in range(24):
+    fd = os.memfd_create('hold%d' % i)
+    os.write(fd, b'x' * (16 << 20))
+    fds.append(fd)
+print('held', len(fds), flush=True)
+"""
+
+
+def test_memfds_cannot_hold_more_than_the_memory_limit(box: Sandbox) -> None:
+    capped = Sandbox(dataclasses.replace(LIMITS, memory_bytes=64 * MiB))
+    started = time.monotonic()
+    execution = capped.run_program(PYTHON, MEMFDS)
+    assert "held 24" not in out(execution)
+    assert time.monotonic() - started < 20
+    if capped.isolation.memory_cgroup:
+        assert execution.status == MEMORY_LIMIT and execution.error is not None, (execution, execution.stderr)
+        assert execution.error.startswith("memory limit exceeded")
+        assert execution.memory_peak_bytes is not None
+        assert execution.memory_peak_bytes <= capped.limits.total_memory
+    else:  # the seccomp fallback refuses memfd_create
+        assert capped.isolation.memfd_filter, capped.isolation.notes
+        assert b"PermissionError" in execution.stderr
+    assert own_cgroup_children() == []
+
+
+def test_memfd_filter_refuses_memfd_create_when_there_is_no_memory_cgroup(box: Sandbox) -> None:
+    if sandbox_module.platform.machine() not in sandbox_module._MEMFD_FILTER_MACHINES:
+        pytest.skip("the memfd seccomp filter does not know this architecture")
+    fallback = dataclasses.replace(box.isolation, memory_cgroup=False, memfd_filter=True)
+    execution = box._execute([PYTHON.name], {"program.py": b"import os\nos.memfd_create('x')\n"}, b"", fallback,
+                             LIMITS, python_script="program.py")
+    assert execution.returncode == 1 and b"PermissionError" in execution.stderr, execution.stderr
+    assert "memfd_filter" in execution.isolation
+    fine = box._execute([PYTHON.name], {"program.py": b"import os\nprint(len(os.listdir('.')))\n"}, b"", fallback,
+                        LIMITS, python_script="program.py")
+    assert fine.status == "ok", fine.stderr
+
+
+def test_a_child_killed_by_the_oom_killer_is_the_memory_limit_not_a_sandbox_failure(box: Sandbox) -> None:
+    need(box, "memory_cgroup")
+    capped = Sandbox(dataclasses.replace(LIMITS, memory_bytes=64 * MiB))
+    program = ("import os, time\npid = os.fork()\nif pid == 0:\n"
+               "    fds = []\n    while True:\n        fds.append(os.memfd_create('x'))\n"
+               "        os.write(fds[-1], b'x' * (8 << 20))\n"
+               "os.waitpid(pid, 0)\nprint('parent survived')\n")
+    execution = capped.run_program(PYTHON, program)
+    assert execution.sandbox_error is None and execution.status == MEMORY_LIMIT, (execution, execution.stderr)
+
+
+def test_tmpfs_files_count_against_the_memory_limit(box: Sandbox) -> None:
+    need(box, "memory_cgroup")
+    limits = dataclasses.replace(LIMITS, memory_bytes=64 * MiB, disk_bytes=256 * MiB, total_memory_bytes=96 * MiB)
+    program = ("blob = b'x' * (1 << 20)\nwith open('/tmp/sandbox/big', 'wb') as f:\n"
+               "    for _ in range(200):\n        f.write(blob)\nprint('wrote 200 MiB')\n")
+    execution = Sandbox(limits).run_program(PYTHON, program)
+    assert "wrote" not in out(execution)
+    assert execution.status == MEMORY_LIMIT or b"OSError" in execution.stderr, (execution, execution.stderr)
+
+
+# --- finding: host unix sockets were reachable ------------------------------------------------------------------
+
+
+def test_a_unix_socket_under_run_is_out_of_reach(box: Sandbox) -> None:
+    need(box, "minimal_root")
+    path = Path("/run") / f"rewardlab-{uuid.uuid4().hex[:12]}.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        path.chmod(0o777)
+        server.listen(4)
+        server.setblocking(False)
+        try:
+            program = (f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\n"
+                       f"s.sendall(b'leak')\n")
+            execution = run(box, program)
+            with pytest.raises(BlockingIOError):
+                server.accept()
+        finally:
+            path.unlink()
+    assert execution.returncode == 1 and b"FileNotFoundError" in execution.stderr, execution.stderr
+
+
+def test_an_abstract_unix_socket_of_the_host_is_out_of_reach(box: Sandbox) -> None:
+    need(box, "net_namespace")
+    name = f"\0rewardlab-{uuid.uuid4().hex[:12]}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(name)
+        server.listen(4)
+        server.setblocking(False)
+        program = f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({name!r})\ns.sendall(b'leak')\n"
+        execution = run(box, program)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert execution.returncode == 1 and b"ConnectionRefusedError" in execution.stderr, execution.stderr
+
+
+# --- finding: every world-readable host file was readable ----------------------------------------------------------
+
+
+def test_a_world_readable_host_file_is_out_of_sight(box: Sandbox, secret_file: Path) -> None:
+    need(box, "minimal_root")
+    execution = run(box, f"print(open({str(secret_file)!r}).read())")
+    assert "the-host-secret" not in out(execution)
+    assert b"FileNotFoundError" in execution.stderr
+
+
+def test_the_root_shows_only_system_folders_and_private_scratch(box: Sandbox) -> None:
+    need(box, "minimal_root")
+    program = ("import os, sys\nprint(sorted(os.listdir('/')))\nprint(sorted(os.listdir('/dev')))\n"
+               "print([p for p in ('/root', '/home', '/work', '/run', '/sys', '/etc/shadow', '/etc/ssh', '/srv', "
+               "'/opt', '/mnt', '/var/lib', '/var/log') if os.path.exists(p)])\n"
+               "print(sorted({'/' + p.split('/')[1] for p in (sys.prefix, sys.base_prefix)}))\n")
+    top, dev, visible, interpreter_tops = (ast.literal_eval(line) for line in out(run(box, program)).splitlines())
+    system = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/dev", "/proc", "/tmp", "/var"}
+    assert {"/" + name for name in top} <= system | set(interpreter_tops), top
+    assert set(dev) == {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"}
+    assert set(visible) <= set(interpreter_tops) - {"/usr"}, visible  # the interpreter's own prefix, if there
+
+
+def test_etc_holds_no_host_accounts(box: Sandbox) -> None:
+    need(box, "minimal_root")
+    host_users = {line.split(":")[0] for line in Path("/etc/passwd").read_text().splitlines() if line}
+    seen = {line.split(":")[0] for line in out(run(box, "print(open('/etc/passwd').read())")).splitlines() if line}
+    assert seen <= {"root", "sandbox", "nobody"}
+    assert not (host_users - {"root", "nobody"}) & seen
+
+
+def test_the_scorers_environment_and_host_pid_1_are_unreadable(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    need(box, "pid_namespace", "minimal_root")
+    monkeypatch.setenv("REWARDLAB_TEST_SECRET", "scorer-secret-value")
+    program = (f"import os\nfor path in ('/proc/1/environ', '/proc/{os.getpid()}/environ', '/proc/self/environ'):\n"
+               f"    try:\n        print(path, open(path, 'rb').read())\n"
+               f"    except OSError as error:\n        print(path, type(error).__name__)\n")
+    text = out(run(box, program))
+    assert "scorer-secret-value" not in text
+    assert "/proc/1/environ PermissionError" in text or "/proc/1/environ FileNotFoundError" in text, text
+    assert f"/proc/{os.getpid()}/environ FileNotFoundError" in text or os.getpid() == 2, text
+
+
+def test_writing_to_sys_and_proc_settings_fails(box: Sandbox) -> None:
+    program = ("import os\nfor path in ('/sys/kernel/mm/transparent_hugepage/enabled', '/proc/sys/kernel/shmmax', "
+               "'/proc/sys/vm/drop_caches', '/proc/sysrq-trigger'):\n"
+               "    try:\n        open(path, 'w').write('1')\n        print(path, 'WROTE')\n"
+               "    except OSError as error:\n        print(path, type(error).__name__)\n")
+    text = out(run(box, program))
+    assert "WROTE" not in text, text
+
+
+def test_mounting_unsharing_and_chroot_are_refused(box: Sandbox) -> None:
+    need(box, "uid")
+    program = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "print(libc.mount(b'none', b'/tmp/sandbox', b'tmpfs', 0, None), ctypes.get_errno())\n"
+               "print(libc.umount2(b'/usr', 2), ctypes.get_errno())\n"
+               "try:\n    os.chroot('/tmp')\n    print('CHROOTED')\nexcept OSError as error:\n"
+               "    print(type(error).__name__)\n")
+    lines = out(run(box, program)).splitlines()
+    assert lines[0].startswith("-1 ") and lines[1].startswith("-1 ") and lines[2] == "PermissionError", lines
+
+
+def test_climbing_out_of_the_root_leads_nowhere(box: Sandbox, secret_file: Path) -> None:
+    need(box, "minimal_root")
+    relative = "../" * 12 + str(secret_file).lstrip("/")
+    program = (f"import os\nos.chdir('/tmp/sandbox')\nfor _ in range(20):\n    os.chdir('..')\n"
+               f"print(os.getcwd(), sorted(os.listdir('.')) == sorted(os.listdir('/')))\n"
+               f"for path in ({relative!r}, '/proc/1/root' + {str(secret_file)!r}, "
+               f"'/proc/self/root' + {str(secret_file)!r}, '/proc/self/cwd/' + {relative!r}):\n"
+               f"    try:\n        print(open(path).read())\n"
+               f"    except OSError as error:\n        print(type(error).__name__)\n")
+    text = out(run(box, program))
+    assert text.splitlines()[0] == "/ True" and "the-host-secret" not in text, text
+
+
+def test_ptrace_of_the_init_and_the_scorer_is_refused(box: Sandbox) -> None:
+    need(box, "uid", "pid_namespace")
+    program = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.ptrace.restype = ctypes.c_long\n"
+               f"for pid in (1, {os.getpid()}):\n"
+               "    print(libc.ptrace(16, pid, None, None), ctypes.get_errno())\n")  # PTRACE_ATTACH
+    lines = out(run(box, program)).splitlines()
+    assert [line.split()[0] for line in lines] == ["-1", "-1"], lines
+    assert lines[0].split()[1] == "1"  # EPERM
+
+
+def test_dev_mem_and_new_device_nodes_are_out_of_reach(box: Sandbox) -> None:
+    program = ("import os, stat\nfor path in ('/dev/mem', '/dev/kmem', '/dev/sda', '/dev/vda', '/dev/port'):\n"
+               "    try:\n        os.open(path, os.O_RDONLY)\n        print(path, 'OPENED')\n"
+               "    except OSError as error:\n        print(path, type(error).__name__)\n"
+               "try:\n    os.mknod('mem', stat.S_IFCHR | 0o666, os.makedev(1, 1))\n"
+               "    os.open('mem', os.O_RDONLY)\n    print('MKNOD OPENED')\n"
+               "except OSError as error:\n    print('mknod', type(error).__name__)\n")
+    text = out(run(box, program))
+    assert "OPENED" not in text, text
+
+
+def test_setuid_binaries_grant_nothing(box: Sandbox) -> None:
+    need(box, "uid")
+    setuid = [p for p in ("/usr/bin/mount", "/usr/bin/su", "/usr/bin/passwd", "/bin/mount")
+              if os.path.exists(p) and os.stat(p).st_mode & stat.S_ISUID]
+    status = out(run(box, "print(open('/proc/self/status').read())"))
+    assert "NoNewPrivs:\t1" in status
+    if not setuid:
+        return
+    program = (f"import subprocess\nr = subprocess.run([{setuid[0]!r}, '-t', 'tmpfs', 'none', '/tmp/sandbox'], "
+               f"capture_output=True)\nprint(r.returncode)\nimport os\nprint(os.path.ismount('/tmp/sandbox'))\n")
+    lines = out(run(box, program)).splitlines()
+    assert lines[-1] == "False", lines
+
+
+def test_the_read_only_system_and_interpreter_cannot_be_written(box: Sandbox) -> None:
+    need(box, "minimal_root")
+    marker = f"rewardlab-planted-{uuid.uuid4().hex[:8]}"
+    targets = ["/usr/" + marker, f"/usr/local/lib/{marker}.pth", "/" + marker, f"/etc/{marker}",
+               "/usr/lib/python3/dist-packages/" + marker, f"/var/{marker}"]
+    program = (f"import os\nfor path in {targets!r}:\n    try:\n        open(path, 'w').write('x')\n"
+               f"        print(path, 'WROTE')\n    except OSError as error:\n"
+               f"        print(path, type(error).__name__)\n"
+               f"import sys\ntry:\n    open(sys.executable, 'ab')\n    print('interpreter WROTE')\n"
+               f"except OSError as error:\n    print('interpreter', type(error).__name__)\n")
+    text = out(run(box, program))
+    assert "WROTE" not in text, text
+    assert not any(os.path.exists(t) for t in targets)
+
+
+def test_filling_the_private_tmpfs_stops_at_its_size_and_leaves_nothing(box: Sandbox) -> None:
+    need(box, "mount_namespace")
+    limits = dataclasses.replace(LIMITS, disk_bytes=8 * MiB)
+    program = ("blob = b'x' * (1 << 20)\nfor path in ('/tmp/sandbox/fill', '/dev/shm/fill', '/var/tmp/fill'):\n"
+               "    n = 0\n    try:\n        with open(path, 'wb') as f:\n            for _ in range(64):\n"
+               "                f.write(blob)\n                f.flush()\n                n += 1\n"
+               "    except OSError as error:\n        print('error', path, error.errno)\n"
+               "    print('count', path, n)\n")
+    execution = Sandbox(limits).run_program(PYTHON, program)
+    counts = {line.split()[1]: int(line.split()[2]) for line in out(execution).splitlines()
+              if line.startswith("count ")}
+    assert counts["/tmp/sandbox/fill"] <= 8 and counts["/dev/shm/fill"] <= 16 and counts["/var/tmp/fill"] <= 16
+    assert "error /tmp/sandbox/fill 28" in out(execution)  # ENOSPC
+    assert not Path("/dev/shm/fill").exists() and not Path("/var/tmp/fill").exists()
+
+
+def test_hard_links_and_symlinks_to_host_files_lead_nowhere(box: Sandbox, secret_file: Path) -> None:
+    need(box, "minimal_root")
+    program = (f"import os\nfor source in ({str(secret_file)!r}, '/usr/bin/env', '/etc/ld.so.cache'):\n"
+               f"    try:\n        os.link(source, 'linked')\n        print(source, 'LINKED')\n"
+               f"    except OSError as error:\n        print(source, type(error).__name__)\n"
+               f"os.symlink({str(secret_file)!r}, 'secret')\n"
+               f"try:\n    print(open('secret').read())\nexcept OSError as error:\n    print(type(error).__name__)\n")
+    text = out(run(box, program))
+    assert "LINKED" not in text and "the-host-secret" not in text, text
+
+
+def test_a_double_forked_daemon_holding_ipc_and_memory_does_not_outlive_the_run(box: Sandbox) -> None:
+    need(box, "pid_namespace", "ipc_namespace")
+    marker = f"{uuid.uuid4().int % 10**6}.{os.getpid() + 7}"
+    key = 0x5EEF0000 + uuid.uuid4().int % 0xFFF0
+    program = (f"import ctypes, os, time\nlibc = ctypes.CDLL(None)\nlibc.shmget({key}, 1 << 20, 0o1666)\n"
+               f"if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\ntime.sleep(0.2)\n")
+    execution = run(box, program)
+    assert execution.status == "ok", execution.stderr
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+    assert key not in sysv_keys("shm")
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_nothing_of_a_run_outlives_it(box: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need(box, "mount_namespace")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(sandbox_module.tempfile, "tempdir", None)
+    program = ("import os\nopen('/tmp/left', 'w').write('x')\nopen('/dev/shm/left', 'w').write('x')\n"
+               "open('/var/tmp/left', 'w').write('x')\nos.mkfifo('/tmp/sandbox/fifo')\n")
+    for _ in range(2):
+        assert run(box, program).status == "ok"
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert "rewardlab-sandbox" not in mounts
+    assert list(tmp_path.iterdir()) == []  # host directories, payload and the root's mount point
+    assert own_cgroup_children() == []
+    for leftover in ("/tmp/left", "/dev/shm/left", "/var/tmp/left"):
+        assert not Path(leftover).exists()
+
+
+# --- what is in force is reported --------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not IS_ROOT or shutil.which("unshare") is None, reason="needs root and util-linux unshare")
+def test_as_root_here_every_new_mechanism_is_in_force_and_reported(box: Sandbox) -> None:
+    isolation = box.isolation
+    assert isolation.ipc_namespace and isolation.minimal_root, isolation.notes
+    assert {"ipc_namespace", "minimal_root", "no_new_privs"} <= set(isolation.mechanisms())
+    assert isolation.memory_cgroup == (memory_cgroups()[0] is not None)
+    assert ("memory_cgroup" in isolation.mechanisms()) != ("memfd_filter" in isolation.mechanisms()) or (
+        not isolation.memory_cgroup and not isolation.memfd_filter)
+    execution = box.run_program(BASH, "echo $((6 * 7))")
+    assert execution.stdout == b"42\n" and execution.isolation == isolation.mechanisms()
+
+
+def test_without_namespaces_the_program_still_runs_and_says_what_is_missing() -> None:
+    bare = Sandbox(LIMITS, namespaces="off")
+    isolation = bare.isolation
+    assert not (isolation.minimal_root or isolation.ipc_namespace or isolation.mount_namespace)
+    assert "namespaces turned off" in isolation.notes
+    assert bare.run_program(PYTHON, "print(6 * 7)").stdout == b"42\n"
+
+
+def test_the_init_is_a_real_module_run_by_path() -> None:
+    source = Path(INIT_SCRIPT).read_text()
+    compile(source, INIT_SCRIPT, "exec")
+    assert "def main()" in source and not hasattr(sandbox_module, "_INIT_SOURCE")
+
+
+def test_memory_cgroup_limits_are_checked_and_total_memory_has_a_sane_default() -> None:
+    limits = Limits(memory_bytes=64 * MiB, disk_bytes=32 * MiB)
+    assert limits.total_memory == 64 * MiB + 32 * MiB + 64 * MiB
+    assert Limits(total_memory_bytes=10 * MiB).total_memory == 10 * MiB
+    with pytest.raises(ValueError, match="total_memory_bytes"):
+        Limits(total_memory_bytes=0)
+    with pytest.raises(ValueError, match="read_only_paths"):
+        Sandbox(read_only_paths=["relative/path"])
