@@ -1,8 +1,9 @@
 """`check_reward`: the conformance check every `Reward` passes (in the spirit of scikit-learn's `check_estimator`).
 
 It checks that scores do not depend on batch size or order, are deterministic, agree between `score` and
-`ascore`, survive pickling, and that hostile input (empty, huge, invalid UTF-8, `None`, wrong types) gives
-`Score.error` or a value, never an exception.
+`ascore`, survive pickling, that hostile input (empty, huge, invalid UTF-8, `None`, wrong types) gives
+`Score.error` or a value, never an exception, and the failure-semantics contract: whether a reward applies
+depends only on prompt and reference, and a failure a response causes is a value, never N/A or an error.
 """
 
 from __future__ import annotations
@@ -63,6 +64,64 @@ def hostile_samples(template: Sample | None = None) -> list[Sample]:
         variant(response="{" * 10_000 + "}" * 10_000),
         variant(response="\\frac{" * 2_000),
     ]
+
+
+def policy_responses() -> list[str]:
+    """Responses a policy can write to dodge a reward: empty, blank, huge, garbage, markup and number floods."""
+    return [
+        "",
+        " \n\t ",
+        "a" * (1 << 18),
+        "\x00\x01\x02 \ufffd garbage \U0010ffff \u202e",
+        "\ud800 lone surrogates \udfff",
+        "<think>" * 1_000 + "</answer>" * 1_000,
+        "{" * 5_000,
+        "\\boxed{" * 500,
+        "9" * 5_000,
+        "NaN inf -inf 1e999999",
+        "null",
+        "```python\nimport os\nos._exit(0)\n```",
+    ]
+
+
+def _with_response(sample: Sample, response: str) -> Sample:
+    return Sample(prompt=sample.prompt, response=response, reference=sample.reference, steps=sample.steps,
+                  group=sample.group, metadata=dict(sample.metadata))
+
+
+def check_applicability(reward: Reward, samples: Sequence[Sample], base: Sequence[Score] | None = None, *,
+                        per_kind: int = 3) -> None:
+    """The failure-semantics contract, by changing only the response (raises `ConformanceError`).
+
+    For a sample the reward does not apply to (value None, no error), every other response must still give
+    N/A: applicability may depend only on prompt and reference. For a sample it applies to, no response
+    (`policy_responses()`: empty, huge, garbage, hostile) may give N/A, nor an error: a failure the response
+    causes is the reward's failing value. Up to `per_kind` samples of each kind are probed.
+    """
+    base = list(base) if base is not None else reward.score(samples)
+    applies = [i for i, s in enumerate(base) if s.value is not None][:per_kind]
+    not_applicable = [i for i, s in enumerate(base) if s.value is None and s.error is None][:per_kind]
+    responses = policy_responses()
+    probes = [(i, r) for i in [*not_applicable, *applies] for r in responses]
+    try:
+        scores = reward.score([_with_response(samples[i], r) for i, r in probes])
+    except Exception as error:
+        raise ConformanceError(f"applicability: score() raised {type(error).__name__}: {error}") from error
+    _check_shape(reward, [samples[i] for i, _ in probes], scores, "applicability")
+    for (i, response), score in zip(probes, scores, strict=True):
+        shown = repr(response)
+        shown = f"{shown[:40]}{'…' if len(shown) > 40 else ''}"
+        if i in not_applicable and (score.value is not None or score.error is not None):
+            raise ConformanceError(
+                f"applicability: sample {i} ({_short(samples[i])}) does not apply, but with response {shown} it "
+                f"scored {_show(score)}; whether a reward applies may depend only on prompt and reference"
+            )
+        if i in applies and score.value is None:
+            what = "an error" if score.error is not None else "N/A"
+            raise ConformanceError(
+                f"applicability: sample {i} ({_short(samples[i])}) applies, but response {shown} made it {what} "
+                f"({_show(score)}); a failure the response causes must be the reward's failing value"
+            )
 
 
 def scores_equal(a: Score, b: Score, *, atol: float = 1e-6) -> bool:
@@ -130,12 +189,15 @@ def check_reward(
     hostile: bool = True,
     pickle_check: bool = True,
     round_trip: Callable[[Reward], Reward] | None = None,
+    applicability: bool = True,
 ) -> ConformanceReport:
     """Run every conformance rule on `reward` over `samples`; raise `ConformanceError` on the first break.
 
     Rules: returns one `Score` per sample; same scores in batches of 1, 2 and 5 as in one batch (skipped for
     `batch_dependent` rewards); same scores under a permutation; deterministic across two calls; `ascore`
-    agrees with `score`; a pickled copy agrees; hostile samples give scores (value or error), not exceptions.
+    agrees with `score`; a pickled copy agrees; hostile samples give scores (value or error), not exceptions;
+    applicability depends only on prompt and reference, and no response turns a value into N/A or an error
+    (`check_applicability`).
     """
     samples = list(samples)
     if len(samples) < 2:
@@ -203,4 +265,10 @@ def check_reward(
         report.passed.append("hostile")
     else:
         report.skipped["hostile"] = "disabled by the caller"
+
+    if applicability:
+        check_applicability(reward, samples, base)
+        report.passed.append("applicability")
+    else:
+        report.skipped["applicability"] = "disabled by the caller"
     return report
