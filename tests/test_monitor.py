@@ -122,7 +122,7 @@ def completion_log(path: Path, *, hacking: bool, steps: int = 40) -> Path:
 
 def test_metric_log_with_a_hacking_point_is_flagged_near_it(tmp_path: Path) -> None:
     log = read_training_log(metric_log(tmp_path / "log.jsonl", hack_at=60))
-    assert len(log.metrics) == 100 and log.skipped == [(101, "no numeric 'step'")]
+    assert len(log.metrics) == 100 and log.skipped == [(str(tmp_path / "log.jsonl"), 101, "no numeric 'step'")]
     result = analyse_log(log, gold_column="rewards/gold/mean")
     assert result.proxy_name == "reward" and result.hacking
     assert result.onset is not None and 50 <= result.onset <= 66
@@ -201,3 +201,40 @@ def test_monitor_cli_errors(tmp_path: Path) -> None:
     assert done.returncode == 1 and "absent.jsonl" in done.stderr
     done = run_cli("monitor", "--log", str(log), "--gold-column", "missing/col", "--output", str(tmp_path / "r"))
     assert done.returncode == 1 and "missing/col" in done.stderr
+
+
+@pytest.mark.slow
+def test_monitor_reads_a_real_trl_grpo_output_dir(tmp_path: Path, tiny_backbones: dict[str, str]) -> None:
+    """A real `GRPOTrainer` (tiny Llama, CPU, 3 steps, `log_completions=True`): the monitor reads its output_dir
+    (trainer_state.json + completions/*.parquet) and scores a gold reward on the logged completions."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.set_num_threads(1)
+    path = tiny_backbones["llama"]
+
+    def short(completions: list[str], **_: Any) -> list[float]:
+        return [1.0 / (1 + len(c)) for c in completions]
+
+    config = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
+        max_steps=3, logging_steps=1, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
+        log_completions=True, beta=0.04,
+    )
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[short], args=config,
+                          train_dataset=Dataset.from_dict({"prompt": ["Say hi", "Count to 3"] * 4}),
+                          processing_class=AutoTokenizer.from_pretrained(path))
+    trainer.train()
+    trainer.save_state()
+    out = tmp_path / "report"
+    done = run_cli("monitor", "-q", "--log", str(tmp_path / "out"), "--gold", '{"length": {"unit": "chars"}}',
+                   "--window", "3", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "monitor.json").read_text())
+    assert summary["proxy"] == "reward" and sorted(summary["series"]["proxy"]) == ["1", "2", "3"]
+    assert sorted(summary["series"]["gold"]) == ["1", "2", "3"] and summary["gold_failures"] == 0
+    assert sorted(summary["series"]["kl"]) == ["1", "2", "3"]
+    assert summary["series"]["length_correlation"]  # per-sample `short` column against completion length
+    assert summary["best_of_n"][0]["n"] == 1

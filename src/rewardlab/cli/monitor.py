@@ -19,7 +19,9 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "logged completions, or --gold-column), a sliding window of steps is flagged when Spearman's rho "
                     "of the proxy against the step is >= THRESHOLD while the gold's is <= -THRESHOLD.",
     )
-    monitor.add_argument("--log", "-l", required=True, type=Path, metavar="LOG.jsonl", help="the training log")
+    monitor.add_argument("--log", "-l", required=True, type=Path, nargs="+", metavar="LOG",
+                         help="training logs: JSONL rows, trainer_state.json, TRL completions .parquet, or a TRL "
+                              "output_dir (its trainer_state.json and completions/*.parquet)")
     monitor.add_argument("--output", "-o", required=True, type=Path, metavar="DIR",
                          help="report folder (report.html, monitor.json)")
     monitor.add_argument("--proxy", default=None, metavar="COLUMN",
@@ -44,17 +46,23 @@ def run_monitor(args: argparse.Namespace) -> int:
     from rewardlab.integrations.monitor_report import write_monitor_report
     from rewardlab.registry import SpecError, load
 
-    check_input_file(args.log, "--log")
+    for path in args.log:
+        if not path.is_dir():
+            check_input_file(path, "--log")
     check_output_folder(args.output, "--output")
     if args.window < 3:
         raise CLIError(f"--window must be >= 3, got {args.window}")
     if not 0 < args.threshold <= 1:
         raise CLIError(f"--threshold must be in (0, 1], got {args.threshold}")
-    log = read_training_log(args.log)
-    for number, reason in log.skipped[:20]:
-        console.print(f"[yellow]skipped[/] {args.log}:{number}: {reason}", highlight=False)
+    shown = " ".join(str(p) for p in args.log)
+    try:
+        log = read_training_log(*args.log)
+    except ValueError as error:
+        raise CLIError(f"--log {error}") from error
+    for source, number, reason in log.skipped[:20]:
+        console.print(f"[yellow]skipped[/] {source}:{number}: {reason}", highlight=False)
     if not log.metrics and not log.completions:
-        raise CLIError(f"--log {args.log}: no row with a numeric 'step'")
+        raise CLIError(f"--log {shown}: no row with a numeric 'step'")
     reward = None
     if args.gold is not None:
         try:
@@ -66,11 +74,11 @@ def run_monitor(args: argparse.Namespace) -> int:
         result = analyse_log(log, proxy=args.proxy, gold=reward, gold_column=args.gold_column, members=members,
                              window=args.window, threshold=args.threshold, unit=args.unit)
     except ValueError as error:
-        raise CLIError(f"--log {args.log}: {error}") from error
+        raise CLIError(f"--log {shown}: {error}") from error
     finally:
         if reward is not None:
             reward.close()
-    write_monitor_report(result, args.output, source=str(args.log))
+    write_monitor_report(result, args.output, source=shown)
     if result.hacking:
         stdout.print(f"reward hacking suspected from step {result.onset}: {result.proxy_name} rises while "
                      f"{result.gold_name} falls; report: {args.output / 'report.html'}", highlight=False)

@@ -21,6 +21,7 @@ reward function, `advantage`; or `{step, prompt, completion|response, reward}`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,7 +182,7 @@ class TrainingLog:
 
     metrics: list[dict[str, Any]] = field(default_factory=list)
     completions: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[tuple[int, str]] = field(default_factory=list)
+    skipped: list[tuple[str, int, str]] = field(default_factory=list)
 
     def metric_series(self, column: str) -> dict[int, float]:
         """`column` of the metric rows by step (the last value logged at a step wins)."""
@@ -221,26 +222,71 @@ def completion_text(row: Mapping[str, Any]) -> str:
     return "" if value is None else str(value)
 
 
-def read_training_log(path: str | Path) -> TrainingLog:
-    """Read a JSONL training log; rows without an integer `step` and unparseable lines are skipped and counted."""
+def _add_row(log: TrainingLog, row: Any, source: str, number: int) -> None:
+    """File one log row as a metric or completion row, or record why it was skipped."""
+    if not isinstance(row, dict):
+        log.skipped.append((source, number, f"expected a JSON object, got {type(row).__name__}"))
+        return
+    step = row.get("step", row.get("global_step"))
+    if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step):
+        log.skipped.append((source, number, "no numeric 'step'"))
+        return
+    row = {**row, "step": int(step)}
+    if "completion" in row or "response" in row:
+        log.completions.append(row)
+    else:
+        log.metrics.append(row)
+
+
+def _trainer_state(folder: Path) -> Path | None:
+    """`folder/trainer_state.json`, else the one of the latest `checkpoint-N` inside it."""
+    if (folder / "trainer_state.json").is_file():
+        return folder / "trainer_state.json"
+    found = [p for p in folder.glob("checkpoint-*/trainer_state.json") if p.parent.name.split("-")[-1].isdigit()]
+    return max(found, key=lambda p: int(p.parent.name.split("-")[-1])) if found else None
+
+
+def _read_one(log: TrainingLog, path: Path) -> None:
+    if path.is_dir():
+        state = _trainer_state(path)
+        tables = sorted((path / "completions").glob("*.parquet"))
+        if state is None and not tables:
+            raise ValueError(f"{path}: no trainer_state.json, checkpoint-*/trainer_state.json or completions/*.parquet "
+                             "(what a TRL output_dir holds)")
+        for item in ([state] if state is not None else []) + tables:
+            _read_one(log, item)
+    elif path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            _add_row(log, row, str(path), number)
+    elif path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from None
+        rows = data.get("log_history") if isinstance(data, dict) else data
+        if not isinstance(rows, list):
+            raise ValueError(f"{path}: expected a list of rows or an object with 'log_history' (trainer_state.json)")
+        for number, row in enumerate(rows, start=1):
+            _add_row(log, row, str(path), number)
+    else:
+        for line in iter_jsonl(path):
+            if line.error is not None:
+                log.skipped.append((str(path), line.number, line.error))
+            else:
+                _add_row(log, line.row, str(path), line.number)
+
+
+def read_training_log(*paths: str | Path) -> TrainingLog:
+    """Read training logs: JSONL rows, a `trainer_state.json` (its `log_history`), TRL's completion `.parquet`
+    tables, or a TRL `output_dir` (its trainer state and `completions/*.parquet`). Rows without a numeric `step`
+    and unparseable lines are skipped and listed as (file, row or line number, reason)."""
+    if not paths:
+        raise ValueError("read_training_log needs at least one path")
     log = TrainingLog()
-    for line in iter_jsonl(path):
-        if line.error is not None:
-            log.skipped.append((line.number, line.error))
-            continue
-        row = line.row
-        if not isinstance(row, dict):
-            log.skipped.append((line.number, f"expected a JSON object, got {type(row).__name__}"))
-            continue
-        step = row.get("step", row.get("global_step"))
-        if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step):
-            log.skipped.append((line.number, "no numeric 'step'"))
-            continue
-        row = {**row, "step": int(step)}
-        if "completion" in row or "response" in row:
-            log.completions.append(row)
-        else:
-            log.metrics.append(row)
+    for path in paths:
+        _read_one(log, Path(path))
     return log
 
 
@@ -388,7 +434,11 @@ def analyse_log(
             result.lengths = mean_by_step([r["step"] for r in rows], [float(n) for n in lengths])
         column: str | None = proxy_name
         if not any(proxy_name in r for r in rows):
-            column = "reward" if any("reward" in r for r in rows) else None
+            numeric = [c for c in log.completion_columns() if c not in ("advantage", gold_column, *members)]
+            column = "reward" if "reward" in numeric else (numeric[0] if len(numeric) == 1 else None)
+            if column is None:
+                result.notes.append(f"completion rows carry no {proxy_name!r} column: reward-length correlation "
+                                    "and best-of-n not measured")
         if column is not None:
             values = [r.get(column) for r in rows]
             result.length_correlation = length_correlation_by_step([r["step"] for r in rows], values, lengths)
