@@ -254,6 +254,8 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
     import traceback
     import types
 
+    with contextlib.suppress(OSError):  # the child is an ordinary process (its /proc entries its own again)
+        set_dumpable(1)
     try:
         with open("/proc/self/oom_score_adj", "w") as handle:  # under a memory bound, the OOM killer picks us
             handle.write("1000")
@@ -439,13 +441,13 @@ def _ignore_signals() -> None:
                 signal.signal(number, signal.SIG_IGN)
 
 
-def _make_undumpable() -> None:
-    """prctl(PR_SET_DUMPABLE, 0): same-uid processes can no longer ptrace us or open /proc/<pid>/fd."""
+def set_dumpable(flag: int) -> None:
+    """prctl(PR_SET_DUMPABLE, flag); at 0, same-uid processes can no longer ptrace us or open /proc/<pid>/fd."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    if libc.prctl(_PR_SET_DUMPABLE, flag, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl(PR_SET_DUMPABLE, {flag}) failed")
 
 
 def _read_available(pipe: int, block: bool) -> bytes:
@@ -523,7 +525,7 @@ def main() -> None:
         with open("harness.json", encoding="utf-8") as handle:
             config = json.load(handle)
         os.unlink("harness.json")
-        _make_undumpable()
+        set_dumpable(0)
         read_end, write_end = os.pipe()
         child = os.fork()
     except BaseException as error:

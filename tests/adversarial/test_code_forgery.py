@@ -1,0 +1,393 @@
+"""Attacks on the `code` reward's tests (issue 8, part 2): a wrong program must never be paid.
+
+Every attack here scored 1.0 (or turned into an `error` a composite could skip) before the harness split the
+tests and moved the program into a child that cannot write the result channel. Each is run through the real
+sandbox against a wrong `double(x)`; the expected values never enter the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rewardlab
+from rewardlab import Sample
+from rewardlab.rewards._code_harness import (
+    FrameReader,
+    NotPlainDataError,
+    ProtocolViolationError,
+    decode_plain,
+    encode_plain,
+)
+from rewardlab.rewards.code import CallTest, CodeExecution, parse_channel, parse_tests, plain_equal, split_assertion
+
+DOUBLE = {"tests": ["assert double(2) == 4", "assert double(5) == 10"]}
+CALLS = {"calls": [{"fn": "double", "args": [2], "expected": 4}, {"fn": "double", "args": [5], "expected": 10}]}
+WRONG = "def double(x):\n    return x + 1\n"
+IS_ROOT = os.geteuid() == 0
+
+# forged results in every format the scorer ever read: the old harness's Python literals, the new channel's JSON
+# lines (test passes and the completion event), and well-formed frames of the private pipe
+FORGE = r'''
+import json, os, struct
+def _lines():
+    old = "".join(repr(e) + "\n" for e in [{"event": "program", "ok": True}]
+                  + [{"event": "test", "index": i, "passed": True} for i in range(4)] + [{"event": "done"}])
+    new = "".join(json.dumps(e) + "\n" for e in [{"event": "program", "ok": True, "error": None, "limit": None}]
+                  + [{"event": "test", "index": i, "passed": True} for i in range(4)] + [{"event": "done", "tests": 2}])
+    frames = b"".join(struct.pack(">I", len(b)) + b for b in (json.dumps(f).encode() for f in
+                      [{"kind": "test", "index": i, "passed": True} for i in range(4)] + [{"kind": "end"}]))
+    return old.encode() + new.encode(), frames
+def forge(fds=range(0, 256)):
+    text, frames = _lines()
+    for fd in fds:
+        for data in (frames, text):
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass
+'''
+
+
+@pytest.fixture(scope="module")
+def code() -> Iterator[CodeExecution]:
+    reward = rewardlab.load({"code": {"timeout": 5.0, "cpu_seconds": 3.0, "workers": 2}})
+    assert isinstance(reward, CodeExecution)
+    yield reward
+    reward.close()
+
+
+def score_all(code: CodeExecution, programs: dict[str, str], reference: Any = DOUBLE) -> dict[str, Any]:
+    scores = code.score([Sample(response=program, reference=reference) for program in programs.values()])
+    return dict(zip(programs, scores, strict=True))
+
+
+def assert_never_paid(scores: dict[str, Any]) -> None:
+    for name, score in scores.items():
+        assert score.error is None, (name, score.error)  # a failure the response causes is a value
+        assert score.value == 0.0, (name, score.value, score.info.get("reason"), score.info.get("tests"))
+
+
+# --- the five attacks found --------------------------------------------------------------------------------------
+
+FOUND = {
+    "eq_always_true": "class Yes:\n    def __eq__(self, other):\n        return True\n"
+                      "def double(x):\n    return Yes()\n",
+    "replace_builtins_exec": "import builtins\nreal = builtins.exec\n"
+                             "def fake(code, *args, **kwargs):\n    return None\n"
+                             "builtins.exec = fake\n" + WRONG,
+    "rewrite_tests_via_main": WRONG + "import gc, sys\n"
+                              "for obj in gc.get_objects():\n"
+                              "    if isinstance(obj, dict) and isinstance(obj.get('tests'), list):\n"
+                              "        obj['tests'][:] = ['pass' if isinstance(t, str) else {'statement': 'pass'}"
+                              " for t in obj['tests']]\n"
+                              "main = sys.modules['__main__']\n"
+                              "for name in ('_config', 'config'):\n"
+                              "    if isinstance(getattr(main, name, None), dict):\n"
+                              "        getattr(main, name)['tests'] = ['pass', 'pass']\n",
+    "fake_events_on_fds_then_exit": FORGE + WRONG + "forge(range(3, 20))\nos._exit(0)\n",
+    "atexit_reports_passes": FORGE + WRONG + "import atexit\natexit.register(forge)\n",
+}
+
+
+def test_the_five_found_attacks_score_zero(code: CodeExecution) -> None:
+    assert_never_paid(score_all(code, FOUND))
+
+
+def test_the_five_found_attacks_score_zero_against_call_references(code: CodeExecution) -> None:
+    assert_never_paid(score_all(code, FOUND, CALLS))
+
+
+def test_a_right_program_still_scores_one_in_both_forms(code: CodeExecution) -> None:
+    right = "def double(x):\n    return 2 * x\n"
+    for reference in (DOUBLE, CALLS):
+        score = code.score_one(Sample(response=right, reference=reference))
+        assert score.value == 1.0 and score.info["forgeable"] is False, score.info
+
+
+# --- neighbours: what an attacker tries next -----------------------------------------------------------------------
+
+NEIGHBOURS = {
+    "int_subclass_eq": "class Int(int):\n    def __eq__(self, other):\n        return True\n"
+                       "    __hash__ = int.__hash__\n"
+                       "def double(x):\n    return Int(0)\n",
+    "str_subclass": "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+                    "def double(x):\n    return S('x')\n",
+    "hash_tricks_in_a_set": "class H:\n    def __hash__(self):\n        return hash(4)\n"
+                            "    def __eq__(self, other):\n        return True\n"
+                            "def double(x):\n    return {H()}\n",
+    "dict_subclass": "class D(dict):\n    pass\ndef double(x):\n    return D()\n",
+    "generator": "def double(x):\n    yield 2 * x\n",
+    "monkeypatch_json": WRONG + "import json\n_dumps = json.dumps\n"
+                        "def dumps(obj, *a, **k):\n    if isinstance(obj, dict) and 'kind' in obj:\n"
+                        "        obj = dict(obj, passed=True)\n        obj.pop('value', None)\n"
+                        "        obj.pop('error', None)\n        obj.pop('limit', None)\n"
+                        "    return _dumps(obj, *a, **k)\njson.dumps = dumps\n",
+    "sys_exit_in_the_middle": "import sys\ndef double(x):\n    sys.exit(0)\n",
+    "os_exit_in_the_middle": "import os\ndef double(x):\n    os._exit(0)\n",
+    "write_every_fd_0_255": FORGE + WRONG + "forge()\n",
+    "write_every_fd_from_the_call": FORGE + "def double(x):\n    forge()\n    return x + 1\n",
+    "kill_the_harness": "import os\ndef double(x):\n    os.kill(os.getppid(), 9)\n    return 2 * x\n",
+    "stop_the_harness": "import os, signal\ndef double(x):\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
+                        "    return 2 * x\n",
+    "close_every_fd": WRONG + "import os\nos.closerange(3, 256)\n",
+    "signal_the_harness": FORGE + WRONG + "import os, signal\nfor s in (signal.SIGINT, signal.SIGTERM, "
+                          "signal.SIGUSR1, signal.SIGPIPE):\n    os.kill(os.getppid(), s)\nforge()\n",
+    "forge_the_completion_event": WRONG + "import os\nfor fd in range(256):\n    try:\n"
+                                  "        os.write(fd, b'{\"event\": \"done\", \"tests\": 2}\\n')\n"
+                                  "    except OSError:\n        pass\n",
+    "thread_keeps_writing_after_return": FORGE + WRONG + "import threading, time\n"
+                                         "def spam():\n    while True:\n        forge(range(3, 64))\n"
+                                         "        time.sleep(0.001)\n"
+                                         "threading.Thread(target=spam, daemon=True).start()\n",
+    "grandchild_writes_after_exit": FORGE + WRONG + "if os.fork() == 0:\n    import time\n    time.sleep(0.3)\n"
+                                    "    forge()\n    os._exit(0)\n",
+    "giant_result": "def double(x):\n    return 'x' * (64 << 20)\n",
+    "deep_result": "def double(x):\n    r = []\n    for _ in range(100000):\n        r = [r]\n    return r\n",
+    "self_referencing_result": "def double(x):\n    r = []\n    r.append(r)\n    return r\n",
+    "open_the_harness_fds": FORGE + WRONG + "import os\nppid = os.getppid()\n"
+                            "for fd in range(256):\n    try:\n"
+                            "        h = os.open(f'/proc/{ppid}/fd/{fd}', os.O_WRONLY)\n"
+                            "        forge([h])\n    except OSError:\n        pass\n",
+    "ptrace_the_harness": WRONG + "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                          "assert libc.ptrace(16, os.getppid(), 0, 0) != 0  # PTRACE_ATTACH is refused\n",
+}
+
+
+def test_neighbour_attacks_score_zero_and_never_error(code: CodeExecution) -> None:
+    started = time.monotonic()
+    scores = score_all(code, NEIGHBOURS)
+    assert_never_paid(scores)
+    assert time.monotonic() - started < 120  # nothing here waits past its own timeout
+    assert "not plain data" in scores["int_subclass_eq"].info["tests"][0]["error"]
+    assert "not plain data" in scores["generator"].info["tests"][0]["error"]
+    assert "too large" in scores["giant_result"].info["tests"][0]["error"]
+    assert "deeper than" in scores["deep_result"].info["tests"][0]["error"]
+    assert scores["sys_exit_in_the_middle"].info["tests"][0]["error"] == "SystemExit: 0"
+
+
+def test_a_right_program_that_also_signals_the_harness_still_passes(code: CodeExecution) -> None:
+    # the harness ignores catchable signals: a program cannot turn its own correct run into a failure by accident
+    program = "import os, signal\nos.kill(os.getppid(), signal.SIGUSR1)\ndef double(x):\n    return 2 * x\n"
+    assert code.score_one(Sample(response=program, reference=DOUBLE)).value == 1.0
+
+
+def test_the_expected_values_never_enter_the_sandbox(code: CodeExecution) -> None:
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    hunter = (
+        "import gc, os, re\n"
+        "pattern = re.compile('SECRET' + '-[0-9a-f]{32}')\n"
+        "def look(text):\n"
+        "    found = pattern.search(text) if isinstance(text, str) else None\n"
+        "    return found.group(0) if found else None\n"
+        "def find():\n"
+        "    for obj in gc.get_objects():\n"
+        "        items = list(obj.values()) if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) "
+        "else [obj]\n"
+        "        for text in items:\n"
+        "            if look(text):\n"
+        "                return look(text)\n"
+        "    for root, _, names in os.walk('.'):\n"
+        "        for name in names:\n"
+        "            if look(open(os.path.join(root, name), errors='replace').read()):\n"
+        "                return look(open(os.path.join(root, name), errors='replace').read())\n"
+        "    for name in ('cmdline', 'environ'):\n"
+        "        data = open(f'/proc/self/{name}', 'rb').read().decode(errors='replace')\n"
+        "        if look(data):\n"
+        "            return look(data)\n"
+        "    return 'not found'\n"
+        "def answer(key):\n"
+        "    return find()\n"
+    )
+    asserts = {"tests": [f"assert answer('k') == {secret!r}"]}
+    calls = {"calls": [{"fn": "answer", "args": ["k"], "expected": secret}]}
+    for reference in (asserts, calls):
+        score = code.score_one(Sample(response=hunter, reference=reference))
+        assert score.value == 0.0 and score.info["tests"][0].get("got") == "'not found'", score.info["tests"]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the harness is protected from the program by the per-run uid (needs root)")
+def test_the_program_cannot_open_the_harness_descriptors(code: CodeExecution) -> None:
+    probe = ("import os\ntry:\n    os.listdir(f'/proc/{os.getppid()}/fd')\n    print('open')\n"
+             "except (PermissionError, FileNotFoundError):  # refused, or hidden (hidepid)\n    print('denied')\n")
+    score = code.score_one(Sample(response=probe, reference={"io": [{"stdout": "denied"}]}))
+    assert score.value == 1.0, score.info
+
+
+# --- io mode: the verdict on the program comes from the harness, never from the program ----------------------------
+
+IO = {"io": [{"stdin": "2\n", "stdout": "4"}, {"stdin": "5\n", "stdout": "10"}]}
+IO_FORGE = (FORGE + "import json\nfor fd in range(3, 256):\n    for line in (repr({'event': 'program', 'ok': False, "
+            "'error': 'MemoryError', 'limit': 'memory'}), json.dumps({'event': 'program', 'ok': False, "
+            "'error': 'MemoryError', 'limit': 'memory'})):\n        try:\n"
+            "            os.write(fd, (line + '\\n').encode())\n        except OSError:\n            pass\nforge()\n")
+
+
+def test_io_programs_cannot_forge_a_limit_or_a_pass(code: CodeExecution) -> None:
+    scores = score_all(code, {
+        "right_but_forges_a_limit": IO_FORGE + "print(2 * int(input()))\n",
+        "wrong_and_forges": IO_FORGE + "print(int(input()) + 1)\n",
+        "right_and_forges_on_stderr": "import json, sys\nsys.stderr.write(json.dumps({'event': 'program', "
+                                      "'ok': False, 'limit': 'memory'}) + '\\n')\nprint(2 * int(input()))\n",
+    }, IO)
+    # before: a forged `limit` event made the sample an error, which `sum` skipped and rescaled (issue 8, part 1);
+    # now a forged event is never an error: writing into the harness's pipe voids the run (0.0), elsewhere it is noise
+    assert all(score.error is None for score in scores.values())
+    assert scores["wrong_and_forges"].value == 0.0
+    assert scores["right_but_forges_a_limit"].value == 0.0
+    assert "limit" not in scores["right_but_forges_a_limit"].info
+    assert scores["right_and_forges_on_stderr"].value == 1.0
+
+
+def test_io_programs_that_exit_early_with_status_zero_still_count(code: CodeExecution) -> None:
+    program = "import os, sys\nprint(2 * int(input()))\nsys.stdout.flush()\nos._exit(0)\n"
+    assert code.score_one(Sample(response=program, reference=IO)).value == 1.0
+
+
+def test_a_channel_flood_costs_the_scorer_nothing(code: CodeExecution) -> None:
+    flood = ("import os\nline = b'{1:1}\\n' * (4 << 18)\nfor fd in range(3, 64):\n    try:\n"
+             "        os.write(fd, line)\n    except OSError:\n        pass\n" + WRONG)
+    started = time.monotonic()
+    score = code.score_one(Sample(response=flood, reference=DOUBLE))
+    assert score.value == 0.0 and score.error is None
+    assert time.monotonic() - started < 20  # was 6 s of literal_eval on a 36 ms program (plus the run itself)
+    lines = b"{1:1}\n" * (4 << 18)
+    started = time.monotonic()
+    assert parse_channel(lines, max_line=1 << 16, max_total=8 << 20)[0] == []
+    valid = b'{"event": "x"}\n' * (4 << 18)
+    assert len(parse_channel(valid, max_line=1 << 16, max_total=64 << 20)[0]) == 4 << 18
+    assert time.monotonic() - started < 10
+
+
+# --- the pieces: splitting, the codec, the comparison rule, the frame reader -----------------------------------
+
+
+def test_assert_forms_that_split_and_those_that_do_not() -> None:
+    split = {"assert f(2) == 4": ("f", (2,), {}, 4), "f(2) == 4": ("f", (2,), {}, 4),
+             "assert 4 == f(2)": ("f", (2,), {}, 4), "assert f(x=(1, 2)) == [1]": ("f", (), {"x": (1, 2)}, [1]),
+             "assert Solution().two_sum([2, 7], 9) == [0, 1]": ("Solution().two_sum", ([2, 7], 9), {}, [0, 1]),
+             "assert m.f(-1, 'a', None) == {1: {2}}, 'msg'": ("m.f", (-1, "a", None), {}, {1: {2}})}
+    for statement, (callee, args, kwargs, expected) in split.items():
+        test = split_assertion(statement)
+        assert isinstance(test, CallTest), statement
+        assert (test.callee, test.args, dict(test.kwargs), test.expected) == (callee, args, kwargs, expected)
+    for statement in ("assert f(2) != 4", "assert f(x) == 4", "assert f(2) == g(3)", "assert f(*a) == 1",
+                      "assert f(2) == 4 == 4", "assert f(2)", "x = f(2)\nassert x == 4", "assert 1 == 1",
+                      "assert f(2) == float('nan')", "assert f(2)(3) == 1 if True else 0", "assert (f(2) == 4)()"):
+        assert split_assertion(statement) is None, statement
+    mixed = parse_tests({"tests": ["assert f(1) == 2", "assert f(1) > 0"]})
+    assert mixed.forgeable and not parse_tests({"tests": ["assert f(1) == 2"]}).forgeable
+    assert parse_tests({"tests": ["assert f(1) == 2"]}, split=False).forgeable
+
+
+def test_call_references_are_checked_and_name_the_field() -> None:
+    for bad, field in (({"calls": [{"fn": "f"}]}, "calls[0]"), ({"calls": [{"fn": "f;x", "expected": 1}]}, "fn"),
+                       ({"calls": [{"fn": "f", "args": 2, "expected": 1}]}, "args"),
+                       ({"calls": [{"fn": "f", "expected": 1, "extra": 0}]}, "unknown keys"),
+                       ({"calls": []}, "'calls'")):
+        with pytest.raises((TypeError, ValueError), match=re.escape(field)):
+            parse_tests(bad)
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8) | st.binary(max_size=8)
+    | st.complex_numbers(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.integers() | st.text(max_size=4) | st.tuples(st.integers()), inner, max_size=3)
+    | st.frozensets(st.integers() | st.text(max_size=3), max_size=3),
+    max_leaves=12,
+)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Structural identity including types, with NaN equal to NaN (for checking the codec round trip)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain)
+def test_plain_data_round_trips_with_its_exact_type(value: Any) -> None:
+    text = encode_plain(value)
+    assert "\n" not in text and text.isascii()
+    assert same(decode_plain(text), value)
+
+
+def contains_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, list | tuple | frozenset):
+        return any(contains_nan(item) for item in value)
+    if isinstance(value, dict):
+        return any(contains_nan(item) for item in value.values())
+    return False
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain)
+def test_plain_equal_is_reflexive_except_through_nan(value: Any) -> None:
+    assert plain_equal(decode_plain(encode_plain(value)), value) == (not contains_nan(value))
+
+
+def test_integers_too_long_for_decimal_json_round_trip() -> None:
+    for value in (1 << 40000, -(3**30000), 10**4299):
+        assert decode_plain(encode_plain(value)) == value
+
+
+def test_the_comparison_rule() -> None:
+    assert not plain_equal(True, 1) and not plain_equal(1, True) and plain_equal(True, True)
+    assert plain_equal(4, 4.0) and plain_equal(1, 1 + 0j)
+    assert not plain_equal(float("nan"), float("nan")) and not plain_equal([float("nan")], [float("nan")])
+    assert not plain_equal((1, 2), [1, 2]) and plain_equal((1, 2), [1, 2], json_rule=True)
+    assert plain_equal({1: (2,)}, {1.0: (2,)}) and not plain_equal({1: 2}, {True: 2})
+    assert plain_equal({1, 2}, frozenset({2, 1})) and not plain_equal("a", b"a")
+    with pytest.raises(NotPlainDataError):
+        plain_equal(object(), 1)
+
+
+def test_the_codec_refuses_what_is_not_plain_data() -> None:
+    class Int(int):
+        pass
+
+    for value in (Int(3), [Int(3)], {1: object()}, (x for x in ()), bytearray(b"x"), {"a": {Int(1)}}):
+        with pytest.raises(NotPlainDataError):
+            encode_plain(value)
+    for text in ('{"weird": 1}', '{"tuple": 1}', "NaN", '{"dict": [[[1], 2]]}', '{"set": [[1]]}', "[" * 500 + "]" * 500,
+                 '{"complex": [1, 2]}', "1 2", '{"int": "12"}'):
+        with pytest.raises(NotPlainDataError):
+            decode_plain(text)
+    with pytest.raises(NotPlainDataError, match="too large"):
+        encode_plain("x" * 100, max_bytes=50)
+
+
+def test_the_frame_reader_is_strict_and_bounded() -> None:
+    def frame(payload: Any) -> bytes:
+        body = json.dumps(payload).encode()
+        return len(body).to_bytes(4, "big") + body
+
+    reader = FrameReader(frame_cap=64, total_cap=1000)
+    data = frame({"kind": "end"}) * 2
+    assert reader.feed(data[:3]) == [] and reader.feed(data[3:]) == [{"kind": "end"}, {"kind": "end"}]
+    for bad in (b"\xff\xff\xff\xff", frame([1]), (5).to_bytes(4, "big") + b"{1:1}"):
+        with pytest.raises(ProtocolViolationError):
+            FrameReader(frame_cap=64, total_cap=1000).feed(bad)
+    with pytest.raises(ProtocolViolationError, match="exceed"):
+        FrameReader(frame_cap=64, total_cap=10).feed(b"x" * 11)
