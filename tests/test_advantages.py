@@ -113,6 +113,10 @@ def test_bad_groups_name_the_problem() -> None:
         grpo_advantages([1.0, 2.0], 3)
     with pytest.raises(ValueError, match="2 rewards but 3 group ids"):
         grpo_advantages([1.0, 2.0], ["a", "a", "b"])
+    with pytest.raises(ValueError, match=r"rewards\[1\] is not a number: 'high'"):
+        grpo_advantages([1.0, "high"], 2)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        grpo_advantages([[1.0, 2.0]], 1)
     with pytest.raises(ValueError, match="scale"):
         grpo_advantages([1.0, 2.0], 2, scale="std")  # type: ignore[arg-type]
 

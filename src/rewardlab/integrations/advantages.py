@@ -35,10 +35,17 @@ def reward_array(values: Rewards) -> np.ndarray:
     """A 1-D float64 array with NaN for every missing value (`None`, NaN, ±inf)."""
     if _is_tensor(values):
         values = values.detach().to("cpu").double().numpy()
-    out = np.array([math.nan if v is None else float(v) for v in np.asarray(values, dtype=object).ravel()],
-                   dtype=np.float64)
-    if np.ndim(values) > 1:
+    if np.ndim(values) != 1:
         raise ValueError(f"rewards must be one-dimensional, got shape {np.shape(values)}")
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
+        if v is None:
+            out[i] = math.nan
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"rewards[{i}] is not a number: {v!r}") from None
     out[~np.isfinite(out)] = math.nan
     return out
 
