@@ -188,7 +188,7 @@ def test_this_machine_runs_programs_as_another_uid_in_pid_net_and_mount_namespac
         True, True, True, True), isolation.notes
     run = sandbox.run_program(PYTHON, "import os\nprint(os.getuid(), os.getgroups(), os.getpid(), os.getcwd())")
     uid, groups, pid, cwd = run.stdout.decode().split(" ", 3)
-    assert int(uid) >= 1_000_000 and groups == "[]" and pid == "2" and cwd.strip() == "/tmp/sandbox"
+    assert int(uid) >= 1_000_000 and groups == "[]" and int(pid) < 10 and cwd.strip() == "/tmp/sandbox"
 
 
 def test_programs_see_a_fixed_hash_seed_and_a_minimal_environment() -> None:

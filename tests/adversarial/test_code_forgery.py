@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -265,8 +265,12 @@ def test_a_channel_flood_costs_the_scorer_nothing(code: CodeExecution) -> None:
     started = time.monotonic()
     assert parse_channel(lines, max_line=1 << 16, max_total=8 << 20)[0] == []
     valid = b'{"event": "x"}\n' * (4 << 18)
-    assert len(parse_channel(valid, max_line=1 << 16, max_total=64 << 20)[0]) == 4 << 18
-    assert time.monotonic() - started < 10
+    events, problem = parse_channel(valid, max_line=1 << 16, max_total=64 << 20, max_lines=5)
+    assert len(events) == 5 and problem is not None and "more than 5 lines" in problem
+    assert parse_channel(b'{"event": "x"}\n' + b"x" * 100, max_line=50, max_total=1000)[1] is not None
+    assert parse_channel(b'{"event": "x"}\n{"event"', max_line=50, max_total=1000)[1] is not None
+    assert parse_channel(b'{"event": "x"}\n', max_line=50, max_total=1000) == ([{"event": "x"}], None)
+    assert time.monotonic() - started < 5
 
 
 # --- the pieces: splitting, the codec, the comparison rule, the frame reader -----------------------------------

@@ -317,21 +317,27 @@ def _reject_constant(name: str) -> Any:
     raise ChannelError(f"bare {name} in a channel line")
 
 
-def parse_channel(channel: bytes, *, max_line: int, max_total: int) -> tuple[list[dict[str, Any]], str | None]:
+def parse_channel(channel: bytes, *, max_line: int, max_total: int,
+                  max_lines: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """The JSON-object lines of the harness's channel, in order, and why parsing stopped early (None: it did not).
 
-    Strict and linear: each line at most `max_line` bytes, `max_total` in all; a line that is not a JSON object
-    ends the parse (nothing after it is trusted).
+    Strict and linear: each line at most `max_line` bytes, `max_total` bytes and `max_lines` lines in all; a line
+    that is not a JSON object ends the parse (nothing after it is trusted).
     """
     if len(channel) > max_total:
         return [], f"the result channel holds more than {max_total} bytes"
     events: list[dict[str, Any]] = []
-    lines = channel.split(b"\n")
-    for position, line in enumerate(lines):
-        if position == len(lines) - 1:
-            return events, None if not line else "the result channel ends in a truncated line"
-        if len(line) > max_line:
-            return events, f"a result channel line is longer than {max_line} bytes"
+    start = 0
+    while start < len(channel):
+        if max_lines is not None and len(events) >= max_lines:
+            return events, f"the result channel holds more than {max_lines} lines"
+        end = channel.find(b"\n", start, start + max_line + 1)
+        if end < 0:
+            if len(channel) - start > max_line:
+                return events, f"a result channel line is longer than {max_line} bytes"
+            return events, "the result channel ends in a truncated line"
+        line = channel[start:end]
+        start = end + 1
         try:
             event = json.loads(line.decode("ascii"), parse_constant=_reject_constant)
         except (ValueError, RecursionError):
@@ -579,7 +585,7 @@ class CodeExecution(Reward):
 
     def _channel_verdict(self, run: Execution, count: int) -> _Verdict:
         max_line = 2 * self.result_bytes + _CHANNEL_SLACK
-        events, problem = parse_channel(run.channel, max_line=max_line,
+        events, problem = parse_channel(run.channel, max_line=max_line, max_lines=count + 3,
                                         max_total=max(run.limits.output_bytes, max_line) + _CHANNEL_SLACK)
         return _read_verdict(events, problem, count)
 
