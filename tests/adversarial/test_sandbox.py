@@ -160,7 +160,7 @@ def test_memfds_cannot_hold_more_than_the_memory_limit(box: Sandbox) -> None:
 
 
 def test_memfd_filter_refuses_memfd_create_when_there_is_no_memory_cgroup(box: Sandbox) -> None:
-    if sandbox_module.platform.machine() not in sandbox_module._MEMFD_FILTER_MACHINES:
+    if sandbox_module.platform.machine() not in sandbox_module._SECCOMP_MACHINES:
         pytest.skip("the memfd seccomp filter does not know this architecture")
     fallback = dataclasses.replace(box.isolation, memory_cgroup=False, memfd_filter=True)
     execution = box._execute([PYTHON.name], {"program.py": b"import os\nos.memfd_create('x')\n"}, b"", fallback,
@@ -455,3 +455,53 @@ def test_memory_cgroup_limits_are_checked_and_total_memory_has_a_sane_default() 
         Limits(total_memory_bytes=0)
     with pytest.raises(ValueError, match="read_only_paths"):
         Sandbox(read_only_paths=["relative/path"])
+
+
+# --- the seccomp filter: kernel surface a scored program never needs ----------------------------------------------
+
+
+def test_new_user_namespaces_are_refused(box: Sandbox) -> None:
+    need(box, "seccomp")
+    execution = box.run_program(BASH, "unshare -Ur id; echo status=$?; unshare -Urm --fork true; echo status=$?")
+    assert "uid=0" not in out(execution) and out(execution).count("status=1") == 2, (out(execution), execution.stderr)
+    program = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "print(libc.unshare(0x10000000), ctypes.get_errno())\n"  # CLONE_NEWUSER
+               "print(libc.syscall(56 if os.uname().machine == 'x86_64' else 220, 0x10000000 | 17, 0, 0, 0, 0),"
+               " ctypes.get_errno())\n")  # clone(CLONE_NEWUSER | SIGCHLD)
+    assert out(run(box, program)).split() == ["-1", "1", "-1", "1"]
+
+
+def test_threads_subprocesses_and_forks_still_work_under_the_filter(box: Sandbox) -> None:
+    need(box, "seccomp")
+    program = ("import os, subprocess, threading\nresults = []\n"
+               "threads = [threading.Thread(target=results.append, args=(i,)) for i in range(4)]\n"
+               "[t.start() for t in threads]\n[t.join() for t in threads]\n"
+               "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+               "print(sorted(results), os.waitpid(pid, 0)[1] >> 8, subprocess.run(['echo', 'hi'], "
+               "capture_output=True).stdout)\n")
+    assert out(run(box, program)).strip() == "[0, 1, 2, 3] 7 b'hi\\n'"
+
+
+def test_bpf_io_uring_userfaultfd_perf_and_keyrings_are_refused(box: Sandbox) -> None:
+    need(box, "seccomp")
+    if os.uname().machine != "x86_64":
+        pytest.skip("the system call numbers below are x86_64's")
+    calls = {"bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "io_uring_setup": 425, "keyctl": 250,
+             "add_key": 248}
+    program = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               f"for name, nr in {calls!r}.items():\n"
+               "    print(name, libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno())\n")
+    lines = out(run(box, program)).splitlines()
+    assert len(lines) == len(calls) and all(line.endswith(" -1 1") for line in lines), lines
+
+
+def test_the_seccomp_program_jumps_stay_inside_it() -> None:
+    from rewardlab.runtime import _sandbox_init
+
+    for machine in _sandbox_init._SYSCALLS:
+        for deny_memfd in (False, True):
+            program = _sandbox_init.seccomp_program(machine, deny_memfd)
+            for index, (code, jt, jf, _) in enumerate(program):
+                if code & 0x07 == 0x05:  # a jump
+                    assert min(jt, jf) >= 0 and index + 1 + max(jt, jf) < len(program)
+            assert program[-1][0] == program[-2][0] == 0x06  # ends with the two returns

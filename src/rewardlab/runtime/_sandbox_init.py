@@ -12,8 +12,9 @@ folder could shadow before taking that folder off `sys.path`. Steps, in order:
    (`mount_namespace`), or a new minimal root (`minimal_root`): a tmpfs holding read-only bind mounts of the
    interpreter and system libraries only, a fresh `/proc`, a minimal `/dev`, private `/tmp`, `/var/tmp` and
    `/dev/shm`, entered with `pivot_root` (the host's root is detached: no path leads back to it);
-4. fork the program: rlimits, OOM score, `no_new_privs`, an optional seccomp filter refusing `memfd_create`,
-   no supplementary groups, an unprivileged uid; then `execve` or, for Python, run the script in this very
+4. fork the program: rlimits, OOM score, `no_new_privs`, a seccomp filter (no new user namespaces, no
+   bpf/io_uring/userfaultfd/perf/keyrings, and no `memfd_create` when no memory cgroup bounds it), no supplementary
+   groups, an unprivileged uid; then `execve` or, for Python, run the script in this very
    interpreter (one interpreter start-up per run);
 5. wait for it; write `STATUS CPU_SECONDS MAX_RSS_BYTES` on the status pipe, which the program never holds.
 """
@@ -27,9 +28,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
 
 import _signal as signal  # type: ignore[import-not-found]  # noqa: E402  (builtin: cannot be shadowed; no enum)
-import contextlib  # noqa: E402
+import _thread  # noqa: E402
 import marshal  # noqa: E402
-from typing import Any  # noqa: E402
+
+# start-up time is paid on every run: no `typing`, `contextlib`, `platform` (each pulls in `re`, `enum`, ...)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC = 1024, 2048, 4096, 8192, 16384
@@ -40,10 +46,19 @@ _KEPT_FLAGS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME)
                (4096, MS_RELATIME))
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "i686": 217, "i386": 217, "ppc64le": 203,
                "s390x": 217}
-# seccomp: (AUDIT_ARCH, memfd_create numbers) per architecture this filter knows
-_MEMFD_CREATE = {"x86_64": (0xC000003E, (319, 0x40000000 | 319)), "aarch64": (0xC00000B7, (279,)),
-                 "i686": (0x40000003, (356,)), "i386": (0x40000003, (356,))}
-_I386 = (0x40000003, 356)
+# seccomp: AUDIT_ARCH and the numbers of the system calls the filter handles, per architecture it knows
+_SYSCALLS = {
+    "x86_64": (0xC000003E, {"memfd_create": 319, "unshare": 272, "clone": 56, "clone3": 435, "bpf": 321,
+                            "userfaultfd": 323, "perf_event_open": 298, "io_uring_setup": 425, "io_uring_enter": 426,
+                            "io_uring_register": 427, "keyctl": 250, "add_key": 248, "request_key": 249}),
+    "aarch64": (0xC00000B7, {"memfd_create": 279, "unshare": 97, "clone": 220, "clone3": 435, "bpf": 280,
+                             "userfaultfd": 282, "perf_event_open": 241, "io_uring_setup": 425, "io_uring_enter": 426,
+                             "io_uring_register": 427, "keyctl": 219, "add_key": 217, "request_key": 218}),
+}
+# refused with EPERM: kernel interfaces a scored program never needs and that widen the kernel's attack surface
+_DENIED = ("bpf", "userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register",
+           "keyctl", "add_key", "request_key")
+CLONE_NEWUSER = 0x10000000
 
 
 class SetupError(Exception):
@@ -197,10 +212,8 @@ def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
 def enter_root(libc: Any, root: str) -> None:
     """Make `root` the root of this mount namespace and detach the old one (chroot into a moved mount if
     pivot_root is refused, e.g. when the old root is the initramfs)."""
-    import platform
-
     os.chdir(root)
-    number = _PIVOT_ROOT.get(platform.machine())
+    number = _PIVOT_ROOT.get(os.uname().machine)
     if number is not None and libc.syscall(number, b".", b".") == 0:
         if libc.umount2(b".", MNT_DETACH) != 0:
             _fail("detach the old root")
@@ -210,42 +223,44 @@ def enter_root(libc: Any, root: str) -> None:
     os.chdir("/")
 
 
-def install_memfd_filter() -> bool:
-    """A seccomp filter refusing memfd_create with EPERM (memory a memfd pins escapes RLIMIT_AS); False when
-    this architecture is unknown to the filter."""
-    import ctypes
-    import platform
-    import struct
-
-    known = _MEMFD_CREATE.get(platform.machine())
-    if known is None:
-        return False
-    arch, numbers = known
-    load, jump_if_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    checks = [(arch, numbers)]
-    if arch == 0xC000003E:  # 32-bit syscalls on x86_64 (int 0x80) carry the i386 arch and numbers
-        checks.append((_I386[0], (_I386[1],)))
-    # (code, jump target if true, jump target if false, k); targets are absolute, -1 = the final deny
-    labelled: list[tuple[int, int, int, int]] = []
-    for audit_arch, nrs in checks:
-        start = len(labelled)
-        next_block = start + 3 + len(nrs)
-        labelled.append((load, 0, 0, 4))  # seccomp_data.arch
-        labelled.append((jump_if_equal, start + 2, next_block, audit_arch))
-        labelled.append((load, 0, 0, 0))  # seccomp_data.nr
-        for nr in nrs:
-            labelled.append((jump_if_equal, -1, len(labelled) + 1, nr))
-    labelled.append((ret, 0, 0, allow))
-    deny_at = len(labelled)
-    labelled.append((ret, 0, 0, deny))
+def seccomp_program(machine: str, deny_memfd: bool) -> list[tuple[int, int, int, int]]:
+    """The classic-BPF seccomp program (code, jt, jf, k) for `machine`: refuse new user namespaces (unshare/clone
+    with CLONE_NEWUSER; clone3, whose flags a filter cannot read, gets ENOSYS so libc falls back to clone), the
+    `_DENIED` calls, memfd_create when `deny_memfd`, and any other ABI (i386, x32) than the native one."""
+    arch, numbers = _SYSCALLS[machine]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38  # SECCOMP_RET_ALLOW, RET_ERRNO | errno
+    # (code, jump if true, jump if false, k) with symbolic targets: an int is "the next instruction"
+    labelled: list[tuple[int, str | int, str | int, int]] = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, "enosys", arch),
+        (load, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if machine == "x86_64":
+        labelled.append((jge, "enosys", 0, 0x40000000))  # the x32 ABI
+    denied = [*_DENIED, "memfd_create"] if deny_memfd else list(_DENIED)
+    labelled += [(jeq, "eperm", 0, numbers[name]) for name in denied]
+    labelled += [(jeq, "enosys", 0, numbers["clone3"]), (jeq, "flags", 0, numbers["unshare"]),
+                 (jeq, "flags", 0, numbers["clone"]), (ret, 0, 0, allow)]
+    at = {"flags": len(labelled)}
+    labelled += [(load, 0, 0, 16), (jset, "eperm", 0, CLONE_NEWUSER), (ret, 0, 0, allow)]  # args[0], low half
+    at["eperm"] = len(labelled)
+    labelled.append((ret, 0, 0, eperm))
+    at["enosys"] = len(labelled)
+    labelled.append((ret, 0, 0, enosys))
     program = []
     for index, (code, when_true, when_false, k) in enumerate(labelled):
-        if code == jump_if_equal:
-            true_to = deny_at if when_true == -1 else when_true
-            program.append((code, true_to - index - 1, when_false - index - 1, k))
-        else:
-            program.append((code, 0, 0, k))
+        offsets = [at[target] - index - 1 if isinstance(target, str) else 0 for target in (when_true, when_false)]
+        program.append((code, offsets[0], offsets[1], k))
+    return program
+
+
+def install_seccomp_filter(deny_memfd: bool) -> None:
+    """Install `seccomp_program` for this machine on this process (and everything it starts)."""
+    import ctypes
+    import struct
+
+    program = seccomp_program(os.uname().machine, deny_memfd)
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(raw)
 
@@ -257,7 +272,6 @@ def install_memfd_filter() -> bool:
     pr_set_seccomp, seccomp_mode_filter = 22, 2
     if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
         _fail("install the seccomp filter")
-    return True
 
 
 def set_no_new_privs() -> None:
@@ -306,8 +320,9 @@ def run_python(script: str, config: dict[str, Any], close: tuple[int, ...]) -> N
         raise
     except BaseException:
         kind, value, trace = sys.exc_info()
-        if kind is not None and value is not None:
-            sys.excepthook(kind, value, trace.tb_next if trace is not None else None)
+        if kind is not None and value is not None:  # the traceback starts in the program, not here
+            inner = trace.tb_next if trace is not None else None
+            sys.excepthook(kind, value.with_traceback(inner), inner)
         raise SystemExit(1) from None
     raise SystemExit(0)
 
@@ -325,8 +340,8 @@ def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None
         for name, soft, hard in config["rlimits"]:
             resource.setrlimit(getattr(resource, name), (soft, hard))
         set_no_new_privs()
-        if config["seccomp_memfd"]:
-            install_memfd_filter()
+        if config["seccomp"]:
+            install_seccomp_filter(config["seccomp_memfd"])
         if uid is not None:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
@@ -339,12 +354,41 @@ def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None
     run_python(script, config, (status_fd, lifeline))
 
 
+def join_cgroup_in_background(procs: str) -> Callable[[], None]:
+    """Start moving this process into the cgroup whose `cgroup.procs` is `procs`; the returned call waits for it.
+
+    Moving a process between cgroups waits for an RCU grace period (often 10+ ms): a thread does it while the
+    main thread builds the root. The returned call raises `SetupError` when the move was refused.
+    """
+    fd = os.open(procs, os.O_WRONLY)
+    finished = _thread.allocate_lock()
+    finished.acquire()
+    failed: list[OSError] = []
+
+    def attach() -> None:
+        try:
+            os.write(fd, b"0")
+        except OSError as error:
+            failed.append(error)
+        finally:
+            os.close(fd)
+            finished.release()
+
+    _thread.start_new_thread(attach, ())
+
+    def wait() -> None:
+        finished.acquire()
+        if failed:
+            raise SetupError(f"cannot join the memory cgroup {os.path.dirname(procs)}: {failed[0]}")
+        # the program, not the init, is the OOM killer's victim (needs CAP_SYS_RESOURCE; see start_program)
+        write_setting("/proc/self/oom_score_adj", "-1000")
+
+    return wait
+
+
 def prepare(config: dict[str, Any]) -> None:
     """Steps 1-3: cgroup, IPC bounds, payload, mounts, working directory (cwd is the working directory after)."""
-    if config["cgroup_procs"] is not None:
-        if not write_setting(config["cgroup_procs"], "0"):
-            raise SetupError(f"cannot join the memory cgroup {os.path.dirname(config['cgroup_procs'])}")
-        write_setting("/proc/self/oom_score_adj", "-1000")
+    joined = join_cgroup_in_background(config["cgroup_procs"]) if config["cgroup_procs"] is not None else None
     for path, value in config["sysctls"]:
         write_setting(path, value)
     payload = {}
@@ -367,14 +411,18 @@ def prepare(config: dict[str, Any]) -> None:
             # the old root is detached: nothing mounts on the host directory any more, remove it
             for name, fd in ((os.path.basename(config["root"]["mountpoint"]), host_fd),
                              (os.path.basename(host_dir), parent_fd)):
-                with contextlib.suppress(OSError):
+                try:  # noqa: SIM105
                     os.rmdir(name, dir_fd=fd)
+                except OSError:
+                    pass
         finally:
             os.close(parent_fd)
             os.close(host_fd)
     elif config["mount_namespace"]:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             os.rmdir(host_dir)
+        except OSError:
+            pass
         for target, size in config["tmpfs"]:
             if os.path.isdir(target):
                 mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
@@ -388,13 +436,14 @@ def prepare(config: dict[str, Any]) -> None:
     if uid is not None:
         os.chown(workdir, uid, uid)
     os.chdir(workdir)
+    if joined is not None:
+        joined()
 
 
 def main() -> None:
     """Steps 1-5 (see the module docstring)."""
     # load now what the child needs after the root is replaced (the scorer's own Python may not be in the new root)
     import ctypes  # noqa: F401
-    import platform  # noqa: F401
     import resource  # noqa: F401
     import struct  # noqa: F401
     import types  # noqa: F401

@@ -30,6 +30,9 @@ run time (`Sandbox.isolation`) and reported, never assumed:
   buffers) to `Limits.total_memory`; an OOM kill in it is reported as the memory limit. Without it, a seccomp
   filter refuses `memfd_create` (`memfd_filter`), the tmpfs mounts are size-limited and SysV shm is capped.
 - `no_new_privs` (always): setuid binaries and file capabilities grant nothing.
+- `seccomp` (x86_64, aarch64): the program cannot create user namespaces (the usual first step of kernel exploits
+  from an unprivileged process) nor use bpf, io_uring, userfaultfd, perf events or kernel keyrings; 32-bit and x32
+  system calls are refused.
 
 The init is a real module, `_sandbox_init.py`, run by path. Languages are data (`Language`): the files a program
 needs and the command line that runs it.
@@ -80,7 +83,7 @@ _SMALL_TMPFS = 16 * MiB
 # queues of 16 KiB, 16 semaphore sets (the host defaults allow gigabytes)
 _IPC_SYSCTLS = (("shmmax", str(_SMALL_TMPFS)), ("shmall", str(_SMALL_TMPFS // 4096)), ("shmmni", "16"),
                 ("msgmni", "16"), ("msgmnb", "16384"), ("sem", "250 4000 32 16"))
-_MEMFD_FILTER_MACHINES = ("x86_64", "aarch64", "i686", "i386")
+_SECCOMP_MACHINES = ("x86_64", "aarch64")  # the architectures the init's seccomp filter knows
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DRAIN_AFTER_EXIT_S = 0.5
 
@@ -164,6 +167,7 @@ class Isolation:
     minimal_root: bool = False
     memory_cgroup: bool = False
     memfd_filter: bool = False
+    seccomp: bool = False
 
     @property
     def network(self) -> str:
@@ -174,7 +178,7 @@ class Isolation:
         """Names of the mechanisms in force, for `Score.info` and reports."""
         names = ["rlimits", "process_group", "no_new_privs"]
         names += [n for n in ("uid", "user_namespace", "pid_namespace", "net_namespace", "mount_namespace",
-                              "ipc_namespace", "minimal_root", "memory_cgroup", "memfd_filter")
+                              "ipc_namespace", "minimal_root", "memory_cgroup", "memfd_filter", "seccomp")
                   if getattr(self, n)]
         if not self.net_namespace:
             names.append("socket_guard")
@@ -517,10 +521,13 @@ class Sandbox:
         cgroups, why_not = memory_cgroups()
         if cgroups is None:
             notes.append(f"no memory cgroup ({why_not})")
-            if platform.machine() in _MEMFD_FILTER_MACHINES:
+            if platform.machine() in _SECCOMP_MACHINES:
                 notes.append("memory is bounded per process (RLIMIT_AS), tmpfs by size, memfd_create is refused")
         bare = Isolation(self.drop_privileges, False, False, False, None, memory_cgroup=cgroups is not None,
-                         memfd_filter=cgroups is None and platform.machine() in _MEMFD_FILTER_MACHINES)
+                         memfd_filter=cgroups is None and platform.machine() in _SECCOMP_MACHINES,
+                         seccomp=platform.machine() in _SECCOMP_MACHINES)
+        if not bare.seccomp:
+            notes.append(f"no seccomp filter (it does not know the {platform.machine()} architecture)")
         unshare = shutil.which("unshare")
         if self.namespaces == "off":
             return replace(bare, notes=(*notes, "namespaces turned off"))
@@ -694,6 +701,9 @@ class Sandbox:
         if cgroup is not None:
             result.memory_exceeded = kills > 0
             result.memory_peak_bytes = peak
+            if kills and result.sandbox_error is not None and result.returncode is None:
+                # the OOM killer chose the init (possible without CAP_SYS_RESOURCE): still the run's memory
+                result.sandbox_error, result.signal = None, signal.SIGKILL
         return result
 
     def _execute_in_cgroup(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
@@ -726,7 +736,7 @@ class Sandbox:
             "cgroup_procs": os.path.join(cgroup, "cgroup.procs") if cgroup is not None else None,
             "sysctls": [[f"/proc/sys/kernel/{name}", value] for name, value in _IPC_SYSCTLS]
             if isolation.ipc_namespace else [],
-            "seccomp_memfd": isolation.memfd_filter,
+            "seccomp": isolation.seccomp or isolation.memfd_filter, "seccomp_memfd": isolation.memfd_filter,
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
             "python_script": python_script,
         }
