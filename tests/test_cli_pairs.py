@@ -97,3 +97,38 @@ def test_rwr_verb(scored_file: Path, tmp_path: Path) -> None:
     assert [r["weight"] for r in rows if r["prompt"] == "Alone?"] == [1.0]
     done = run_cli("rwr", "--input", str(scored_file), "--output", str(out), "--beta", "0")
     assert done.returncode == 1 and "--beta" in done.stderr
+
+
+def test_gsm8k_candidates_scored_by_math_then_paired(shared_data: Path, tmp_path: Path) -> None:
+    """Real GSM8K problems: the gold solution, the same with an off-by-one answer, and a truncated one, scored by
+    the real `math` reward through `rewardlab score`; every pair must choose the gold solution. (The third candidate
+    is a refusal: a chain cut mid-way can end on an intermediate number equal to the answer, which the math
+    reward's last-number fallback credits, in 6 of these 300 problems.)"""
+    import gzip
+
+    with gzip.open(shared_data / "gsm8k-test.jsonl.gz", "rt", encoding="utf-8") as handle:
+        problems = [json.loads(line) for _, line in zip(range(300), handle, strict=False)]
+    rows = []
+    for i, problem in enumerate(problems):
+        solution, answer = problem["answer"].rsplit("####", 1)
+        answer = answer.strip()
+        wrong = str(int(answer.replace(",", "")) + 1)
+        for kind, text in (("gold", f"{solution}The answer is \\boxed{{{answer}}}"),
+                           ("off_by_one", f"{solution}The answer is \\boxed{{{wrong}}}"),
+                           ("refusal", "I am not sure how to solve this.")):
+            rows.append({"prompt": problem["question"], "response": text, "reference": answer, "kind": kind,
+                         "group": i})
+    source = tmp_path / "candidates.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    scored = tmp_path / "scored.jsonl"
+    assert run_cli("score", "-q", "--reward", "math", "--input", str(source), "--output", str(scored)).returncode == 0
+    by_text = {r["response"]: r["kind"] for r in rows}
+    out, summary = tmp_path / "pairs.jsonl", tmp_path / "counts.json"
+    done = run_cli("pairs", "-q", "--input", str(scored), "--output", str(out), "--strategy", "all",
+                   "--summary-json", str(summary))
+    assert done.returncode == 0, done.stderr
+    pairs = read_rows(out)
+    assert len(pairs) == 2 * len(problems)
+    assert all(by_text[str(p["chosen"])] == "gold" for p in pairs)
+    counts = json.loads(summary.read_text())
+    assert counts["ties"] == len(problems) and counts["groups"] == len(problems)  # off-by-one vs refusal: 0 = 0
