@@ -24,7 +24,7 @@ from rewardlab.rewards.math import MathReward, compare_answers, equivalent
 MB = 1 << 20
 
 
-def _best_time(fn: Callable[[str], object], text: str, repeats: int = 3) -> float:
+def _best_time(fn: Callable[[str], object], text: str, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -63,7 +63,7 @@ FLOODS = [
 def test_extractor_is_linear_and_takes_a_1mb_response_in_well_under_a_second(extractor: str, unit: str) -> None:
     fn = _BY_NAME[extractor]
     small, large = _best_time(fn, _repeat_to(unit, 256 * 1024)), _best_time(fn, _repeat_to(unit, 512 * 1024))
-    assert large <= 3.0 * small + 0.05, f"doubling the input took {large / max(small, 1e-9):.1f}x as long"
+    assert large <= 3.0 * small + 0.25, f"doubling the input took {large / max(small, 1e-9):.1f}x as long"
     assert _best_time(fn, _repeat_to(unit, MB), repeats=1) < 2.0
 
 
@@ -74,7 +74,7 @@ THINK_FLOODS = ["<think>", "</think>", "<think></think>", "<think>\\boxed{1}</th
 def test_thinking_removal_is_linear(unit: str) -> None:
     small, large = _best_time(visible_text, _repeat_to(unit, 256 * 1024)), _best_time(
         visible_text, _repeat_to(unit, 512 * 1024))
-    assert large <= 3.0 * small + 0.05
+    assert large <= 3.0 * small + 0.25
     assert _best_time(visible_text, _repeat_to(unit, MB), repeats=1) < 2.0
 
 
@@ -204,6 +204,9 @@ FALSE_PASSES = [  # (answer, gold): every one of these was, or could be, scored 
     ("3.0000001", "3"),
     ("10^{15}+1+0\\pi", "10^{15}"),  # float rounding cannot hide an off-by-one behind an irrational term
     ("10^{15}+1+\\sqrt{2}-\\sqrt{2}", "10^{15}"),
+    ("x+10^{15}+1", "x+10^{15}"),  # variables: exact evaluation at rational points, not floats
+    ("x^2+10^{15}x+1", "x^2+10^{15}x"),
+    ("\\frac{1}{x}+10^{-20}", "\\frac{1}{x}"),
     ("5\\text{ km}", "5\\text{ cm}"),  # finding: trailing \text{} dropped whatever it said
     ("5 km", "5 cm"),
     ("5\\text{ km}", "5 cm"),

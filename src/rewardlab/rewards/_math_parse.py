@@ -776,19 +776,21 @@ def _parse_answer(text: str) -> Answer:
 
 
 # -------------------------------------------------------------------------------------------- evaluation
-def exact_value(node: Node) -> Fraction | None:
-    """The node's exact rational value, or None when it is not a (reasonably sized) rational number."""
+def exact_value(node: Node, env: dict[str, Fraction] | None = None) -> Fraction | None:
+    """The node's exact rational value (variables from `env`), or None when it is not a reasonably sized rational."""
     kind = node[0]
     if kind == "n":
         return node[1]  # type: ignore[no-any-return]
+    if kind == "s":
+        return None if env is None else env.get(node[1])
     if kind == "neg":
-        inner = exact_value(node[1])
+        inner = exact_value(node[1], env)
         return None if inner is None else -inner
     if kind in ("+", "*", "/"):
-        a = exact_value(node[1])
+        a = exact_value(node[1], env)
         if a is None:
             return None
-        b = exact_value(node[2])
+        b = exact_value(node[2], env)
         if b is None:
             return None
         if kind == "+":
@@ -797,8 +799,8 @@ def exact_value(node: Node) -> Fraction | None:
             return a * b
         return None if b == 0 else a / b
     if kind == "^":
-        base = exact_value(node[1])
-        exponent = exact_value(node[2])
+        base = exact_value(node[1], env)
+        exponent = exact_value(node[2], env)
         if base is None or exponent is None or exponent.denominator != 1:
             return None
         e = exponent.numerator
@@ -807,7 +809,7 @@ def exact_value(node: Node) -> Fraction | None:
             return None
         return base**e
     if kind == "sqrt":
-        inner = exact_value(node[1])
+        inner = exact_value(node[1], env)
         if inner is None or inner < 0:
             return None
         num, den = math.isqrt(inner.numerator), math.isqrt(inner.denominator)
@@ -815,12 +817,12 @@ def exact_value(node: Node) -> Fraction | None:
             return Fraction(num, den)
         return None
     if kind in ("floor", "ceil"):
-        inner = exact_value(node[1])
+        inner = exact_value(node[1], env)
         if inner is None:
             return None
         return Fraction(math.floor(inner) if kind == "floor" else math.ceil(inner))
     if kind == "!":
-        inner = exact_value(node[1])
+        inner = exact_value(node[1], env)
         if inner is None or inner.denominator != 1 or not 0 <= inner <= 300:
             return None
         return Fraction(math.factorial(int(inner)))

@@ -11,6 +11,7 @@ has no exact decimal form (see `compare_answers`). A comparison stopped by a bou
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,14 +103,44 @@ def _tolerance_applies(gold: Node, gold_value: Fraction | None, rules: _Rules) -
 
 
 # ------------------------------------------------------------------------------------------- numeric path
-def _points(symbols: frozenset[str]) -> list[dict[str, complex]]:
-    """Fixed irrational-looking evaluation points, one value per variable (deterministic)."""
+def _seed(a: Node, b: Node) -> int:
+    """A number fixed by the two expressions: where they are evaluated (not guessable without hashing)."""
+    return int.from_bytes(hashlib.blake2b(repr((a, b)).encode(), digest_size=8).digest(), "big")
+
+
+def _points(symbols: frozenset[str], seed: int) -> list[dict[str, complex]]:
+    """Irrational-looking float evaluation points, one value per variable, fixed by `seed`."""
     names = sorted(symbols)
+    shift = (seed % 10_007) / 10_007
     return [
-        {name: complex(0.5772156649 + 0.7390851332 * k + 0.3183098862 * j + 0.0271828 * j * j) for j, name in
-         enumerate(names)}
+        {name: complex(0.5772156649 + shift + 0.7390851332 * k + 0.3183098862 * j + 0.0271828 * j * j)
+         for j, name in enumerate(names)}
         for k in range(_POINTS)
     ]
+
+
+def _rational_points(symbols: frozenset[str], seed: int) -> list[dict[str, Fraction]]:
+    """Rational evaluation points (exact polynomial identity testing), one value per variable, fixed by `seed`."""
+    names = sorted(symbols)
+    out = []
+    for k in range(_POINTS):
+        point = {}
+        for j, name in enumerate(names):
+            seed, numerator = divmod(seed * 6364136223846793005 + 1442695040888963407 + k + j, 1 << 64)
+            point[name] = Fraction(numerator % 997 + 3, 1009 + 2 * k + 3 * j)
+        out.append(point)
+    return out
+
+
+def _exact_at_points(a: Node, b: Node, symbols: frozenset[str], seed: int) -> bool | None:
+    """Whether two rational functions agree exactly at rational points; None when either is not rational there."""
+    results = []
+    for env in _rational_points(symbols, seed):
+        value_a, value_b = exact_value(a, env), exact_value(b, env)
+        if value_a is None or value_b is None:
+            return None
+        results.append(value_a == value_b)
+    return all(results)
 
 
 def _close(x: complex, y: complex, tolerance: float) -> bool:
@@ -154,9 +185,14 @@ def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
     slack = max(rules.tolerance, _FLOAT_NOISE) if approximate else _FLOAT_NOISE
     if symbols:
         slack = _SYMBOLS_EPS
+    seed = _seed(a, b)
+    if symbols:
+        exact_agree = _exact_at_points(a, b, symbols, seed)
+        if exact_agree is not None:  # `x + 10^{15} + 1` is not `x + 10^{15}`, which floats cannot tell
+            return Verdict(exact_agree, "exact-points")
     try:
-        agree = all(_close(numeric_value(a, env), numeric_value(b, env), slack) for env in _points(symbols))
-        if agree and exact_b is not None and not symbols and rules.symbolic:
+        agree = all(_close(numeric_value(a, env), numeric_value(b, env), slack) for env in _points(symbols, seed))
+        if agree and exact_b is not None and not approximate and not symbols and rules.symbolic:
             # An exact gold matched only up to float rounding: `10^{15}+1+0\\pi` is within 1e-12 of 10^15.
             return _sympy_verdict(a, b, rules, "numeric")
         return Verdict(agree, "numeric")
@@ -188,7 +224,7 @@ def _equations_equal(p: Equation, g: Equation, rules: _Rules) -> Verdict:
     symbols = free_symbols(dp) | free_symbols(dg)
     try:
         ratios = []
-        for env in _points(symbols):
+        for env in _points(symbols, _seed(dp, dg)):
             vp, vg = numeric_value(dp, env), numeric_value(dg, env)
             if abs(vg) < _ABS_EPS:
                 if abs(vp) >= _ABS_EPS:
