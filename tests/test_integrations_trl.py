@@ -219,3 +219,16 @@ def test_real_grpo_trainer_logs_rewardlab_rewards(tmp_path: Path, tiny_backbones
         assert entry["rewards/composite_async/mean"] == pytest.approx(expected, rel=1e-5)
         assert entry["reward"] == pytest.approx(expected, rel=1e-5)
         assert entry["rewardlab/composite/error_rate"] == 0.0
+
+
+def test_importing_the_adapters_loads_no_trainer_and_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, rewardlab.integrations, rewardlab.integrations.trl, rewardlab.integrations.verl, "
+            "rewardlab.integrations._payload\n"
+            "heavy = sorted(m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf') if m in sys.modules)\n"
+            "print(heavy)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
