@@ -30,6 +30,7 @@ from rewardlab.rewards._code_harness import (
     encode_plain,
 )
 from rewardlab.rewards.code import CallTest, CodeExecution, parse_channel, parse_tests, plain_equal, split_assertion
+from rewardlab.runtime.sandbox import Sandbox
 
 DOUBLE = {"tests": ["assert double(2) == 4", "assert double(5) == 10"]}
 CALLS = {"calls": [{"fn": "double", "args": [2], "expected": 4}, {"fn": "double", "args": [5], "expected": 10}]}
@@ -159,8 +160,6 @@ NEIGHBOURS = {
                             "for fd in range(256):\n    try:\n"
                             "        h = os.open(f'/proc/{ppid}/fd/{fd}', os.O_WRONLY)\n"
                             "        forge([h])\n    except OSError:\n        pass\n",
-    "ptrace_the_harness": WRONG + "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                          "assert libc.ptrace(16, os.getppid(), 0, 0) != 0  # PTRACE_ATTACH is refused\n",
 }
 
 
@@ -216,12 +215,32 @@ def test_the_expected_values_never_enter_the_sandbox(code: CodeExecution) -> Non
         assert score.value == 0.0 and score.info["tests"][0].get("got") == "'not found'", score.info["tests"]
 
 
+PROBE_HARNESS = (
+    "import ctypes, os\nppid = os.getppid()\nopened = []\n"
+    "for fd in range(64):\n    try:\n        opened.append(os.open(f'/proc/{ppid}/fd/{fd}', os.O_WRONLY))\n"
+    "    except OSError:\n        pass\n"
+    "traced = ctypes.CDLL(None, use_errno=True).ptrace(16, ppid, 0, 0) == 0  # PTRACE_ATTACH\n"
+    "print('denied' if not opened and not traced else f'opened {opened} traced {traced}')\n"
+)
+
+
 @pytest.mark.skipif(not IS_ROOT, reason="the harness is protected from the program by the per-run uid (needs root)")
-def test_the_program_cannot_open_the_harness_descriptors(code: CodeExecution) -> None:
-    probe = ("import os\ntry:\n    os.listdir(f'/proc/{os.getppid()}/fd')\n    print('open')\n"
-             "except (PermissionError, FileNotFoundError):  # refused, or hidden (hidepid)\n    print('denied')\n")
-    score = code.score_one(Sample(response=probe, reference={"io": [{"stdout": "denied"}]}))
-    assert score.value == 1.0, score.info
+def test_the_program_cannot_open_or_trace_the_harness(code: CodeExecution) -> None:
+    score = code.score_one(Sample(response=PROBE_HARNESS, reference={"io": [{"stdout": "denied"}]}))
+    assert score.value == 1.0, score.info["tests"]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root to run the program as uid 0")
+def test_a_program_running_as_root_cannot_open_or_trace_the_harness_either() -> None:
+    # uid 0 in the sandbox (a user namespace for a non-root scorer, or no uid drop): the child drops every
+    # capability, so CAP_SYS_PTRACE cannot override the harness's non-dumpable state
+    reward = CodeExecution(timeout=5.0, cpu_seconds=3.0)
+    reward._sandbox = Sandbox(reward.limits, drop_privileges=False)
+    as_root = "import os\nprint('root' if os.geteuid() == 0 else 'not root')\n"
+    assert reward.score_one(Sample(response=as_root, reference={"io": [{"stdout": "root"}]})).value == 1.0
+    score = reward.score_one(Sample(response=PROBE_HARNESS, reference={"io": [{"stdout": "denied"}]}))
+    assert score.value == 1.0, score.info["tests"]
+    assert reward.score_one(Sample(response=FOUND["fake_events_on_fds_then_exit"], reference=DOUBLE)).value == 0.0
 
 
 # --- io mode: the verdict on the program comes from the harness, never from the program ----------------------------

@@ -36,6 +36,10 @@ _JSON_INT_BITS = 10_000  # larger integers travel as hex: decimal conversion is 
 _FRAME_HEADER = struct.Struct(">I")
 _ERROR_CHARS = 2000
 _PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _LIMIT_NAMES = ("timeout", "memory", "output", "file_size", "processes")
 
 
@@ -254,6 +258,12 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
     import traceback
     import types
 
+    if os.geteuid() == 0:
+        try:
+            drop_capabilities()
+        except OSError as error:
+            sys.stderr.write(f"harness: {error}\n")
+            os._exit(1)
     with contextlib.suppress(OSError):  # the child is an ordinary process (its /proc entries its own again)
         set_dumpable(1)
     try:
@@ -428,6 +438,32 @@ def _stopped_event(status: int, cpu: float) -> dict[str, Any]:
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     return {"event": "stopped", "limit": None, "exit_status": code,
             "reason": f"the program's process exited (status {code}) before reporting every result"}
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good (bounding set, ambient set, then capset to nothing).
+
+    For a program that runs as uid 0 (root inside a user namespace, or a sandbox without the uid drop): without
+    this, CAP_SYS_PTRACE would let it open the non-dumpable harness's descriptors through /proc.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header = Header(_LINUX_CAPABILITY_VERSION_3, 0)
+    nothing = (Data * 2)()
+    if libc.capset(ctypes.byref(header), nothing) != 0:
+        raise OSError(ctypes.get_errno(), "capset to no capabilities failed")
 
 
 def _ignore_signals() -> None:
