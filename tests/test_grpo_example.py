@@ -35,5 +35,6 @@ def test_example_prints_a_parsable_curve(tmp_path: Path) -> None:
     tenth = int(summary.group(1))
     assert first == pytest.approx(sum(r for _, r in curve[:tenth]) / tenth, abs=1e-3)
     assert last == pytest.approx(sum(r for _, r in curve[-tenth:]) / tenth, abs=1e-3)
-    # with the default seed the curve rises well inside 40 steps (measured: about 0.45 → 0.95 of 1.5)
-    assert last > first + 0.2, f"reward did not rise: first {first}, last {last}"
+    # with the default seed the curve rises inside 40 steps (measured here: 0.527 → 0.795 of 1.5, first and last
+    # 4 steps; the run is deterministic on one machine, the margin leaves room for other CPUs' arithmetic)
+    assert last > first + 0.1, f"reward did not rise: first {first}, last {last}"
