@@ -200,3 +200,38 @@ def test_math_applicability_does_not_depend_on_the_response() -> None:
         except rewardlab.SpecError:
             continue  # the option was removed: nothing left to game
         check_applicability(scorer, MATH)
+
+
+def test_composite_conformance_cases_probe_real_na_samples() -> None:
+    """The applicability check only probes N/A samples that exist: the composite cases have some."""
+    from tests.conformance_cases.text import COMPOSITES
+
+    for name in ("sum (propagate)", "gate (condition N/A by prompt)", "group_norm (a reward N/A by prompt)"):
+        spec, samples = COMPOSITES[name]
+        scores = rewardlab.load(spec).score(samples)
+        if name.startswith("gate"):  # a gate pays its floor when the condition does not apply
+            assert any(s.value == -1.0 and s.objectives["gate"] == 0.0 for s in scores)
+            continue
+        assert any(s.value is None and s.error is None for s in scores), name
+        assert any(s.value is not None for s in scores), name
+
+
+@pytest.mark.parametrize("spec", [{"regex": {"pattern": r"^(a+)+$"}},
+                                  {"exact_match": {"answer_pattern": r"(a+a+)+b"}},
+                                  {"f1": {"answer_pattern": r"(a+a+)+b"}}])
+def test_a_response_that_makes_the_pattern_backtrack_scores_the_failing_value(spec: Any) -> None:
+    """Attack: a response built to make the configured regex backtrack (ReDoS) ran past the timeout, and the
+    stopped sample was an error (dropped by the old composite). Now it scores `failure_value` 0.0."""
+    scorer = rewardlab.load(spec)
+    scorer.configure(timeout=1.0)
+    total = rewardlab.load({"sum": [{"reward": spec, "name": "answer"}, {"reward": "think_format", "weight": 0.2}]})
+    total.configure(timeout=1.0)
+    hostile = "<think>x</think><answer>" + "a" * 40 + "c</answer>"
+    try:
+        (stopped,) = scorer.score([Sample(prompt="p", response="a" * 40 + "c", reference="aab")])
+        (composite,) = total.score([Sample(prompt="p", response=hostile, reference="aab")])
+    finally:
+        scorer.close()
+        total.close()
+    assert stopped.error is None and stopped.value == 0.0 and stopped.info["limit"] == "timeout", stopped
+    assert composite.error is None and composite.value == pytest.approx(0.2)  # the format part, nothing more

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardlab import Sample
+from rewardlab import Sample, reward
 
 QA = [
     Sample(prompt="Capital of France?", response="Paris", reference="Paris"),
@@ -25,7 +25,24 @@ CASES: dict[str, tuple[Any, list[Sample]]] = {
     "length": ({"length": {"target": 5, "max_length": 12, "overlong_buffer": 4}}, QA),
 }
 
+@reward
+def questions_only(sample: Sample) -> float | None:
+    """N/A unless the prompt asks a question (applicability from the prompt alone); else 1.0 for a short answer."""
+    if not sample.prompt_text().rstrip().endswith("?"):
+        return None
+    return float(isinstance(sample.response, str) and len(sample.response) <= 20)
+
+
+# a part that is N/A for some prompts: the applicability check then probes N/A composites too
+_SOMETIMES = {"reward": questions_only, "name": "questions_only"}
+
 COMPOSITES: dict[str, tuple[Any, list[Sample]]] = {
+    "sum (a part N/A by prompt)": ({"sum": [{"reward": "f1", "weight": 1.0}, {**_SOMETIMES, "weight": 0.5}]}, QA),
+    "sum (propagate)": ({"sum": {"parts": [{"reward": "f1"}, _SOMETIMES], "missing": "propagate"}}, QA),
+    "product (a part N/A by prompt)": ({"product": [{"reward": "f1"}, _SOMETIMES]}, QA),
+    "min (zero)": ({"min": {"parts": [{"reward": "f1"}, _SOMETIMES], "missing": "zero"}}, QA),
+    "gate (condition N/A by prompt)": ({"gate": {"if": questions_only, "then": "f1", "floor": -1.0}}, QA),
+    "group_norm (a reward N/A by prompt)": ({"group_norm": {"reward": questions_only, "on_error": "lowest"}}, QA),
     "sum": ({"sum": {"exact_match": 1.0, "f1": 0.5}}, QA),
     "product": ({"product": ["exact_match", {"json": {}}]}, QA),
     "min": ({"min": ["f1", "exact_match"]}, QA),
