@@ -614,7 +614,8 @@ class CodeExecution(Reward):
         results: list[dict[str, Any]] = []
         test_limit: tuple[str, str] | None = None
         for index, case in enumerate(tests.cases):
-            head: dict[str, Any] = {"index": index, "test": case.source[:200]}
+            head: dict[str, Any] = {"index": index, "test": case.source[:200],
+                                    "kind": "call" if isinstance(case, CallTest) else "statement"}
             if index >= len(verdict.tests):
                 results.append({**head, "passed": False, "error": "no result"})
                 continue
