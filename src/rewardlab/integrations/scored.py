@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -9,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.data.jsonl import iter_jsonl
-from rewardlab.types import content_hash
 
 
 @dataclass
@@ -18,7 +18,7 @@ class ScoredRow:
 
     row: dict[str, Any]
     line: int
-    group: str
+    group: tuple[str, str]
     value: float | None
     status: str  # "ok", "failed" (score error or non-finite value) or "not_applicable" (value None, no error)
 
@@ -31,11 +31,14 @@ class ReadReport:
     skipped: list[tuple[int, str]] = field(default_factory=list)
 
 
-def group_key(row: dict[str, Any]) -> str:
-    """The GRPO group a row belongs to: its `group` field when present, else a hash of its prompt."""
+def group_key(row: dict[str, Any]) -> tuple[str, str]:
+    """The GRPO group a row belongs to: its `group` field when present, else its prompt (text or messages)."""
     if row.get("group") is not None:
-        return f"group:{row['group']!r}"
-    return "prompt:" + content_hash(row.get("prompt", ""))
+        return ("group", repr(row["group"]))
+    prompt = row.get("prompt", "")
+    if isinstance(prompt, str):
+        return ("text", prompt)
+    return ("chat", json.dumps(prompt, sort_keys=True, default=repr))
 
 
 def score_value(row: dict[str, Any], score_field: str = "score") -> tuple[float | None, str]:
@@ -95,9 +98,9 @@ def read_scored_jsonl(path: str | Path, *, score_field: str = "score") -> ReadRe
     return report
 
 
-def grouped(rows: Iterable[ScoredRow]) -> dict[str, list[ScoredRow]]:
+def grouped(rows: Iterable[ScoredRow]) -> dict[tuple[str, str], list[ScoredRow]]:
     """Rows by group key, groups in order of first appearance, rows in file order."""
-    groups: dict[str, list[ScoredRow]] = {}
+    groups: dict[tuple[str, str], list[ScoredRow]] = {}
     for row in rows:
         groups.setdefault(row.group, []).append(row)
     return groups
