@@ -1,10 +1,14 @@
-"""`rm:` scoring on real HH-RLHF dialogues with the MiniLM backbone: length-sorted batches vs input order vs one by one.
+"""`rm:` scoring speed and exactness on real HH-RLHF dialogues, side by side with Hugging Face in one run.
 
-Run: `.venv/bin/python benchmarks/rm_scoring.py [--pairs 32] [--max-length 256] [--batch-size 16]`.
-Writes benchmarks/results/rm_scoring.json and prints a table. The reward head is random (seeded): the point is
-throughput, padding and exactness, not accuracy. "model only" rows time the forward passes on pre-encoded
-samples; the end-to-end row adds `encode_sample` (chat rendering + truncation) as `rm:` does. Every mode must
-give the same scores (max |diff| is reported).
+Run: `.venv/bin/python benchmarks/rm_scoring.py [--pairs 200] [--max-length 256] [--threads 2]`.
+Writes benchmarks/results/rm_scoring.json and prints a table. One MiniLM-L6 reward model (random head, seeded,
+rewards of order 1) is saved in Hugging Face's `BertForSequenceClassification` layout, then every texts/s row
+scores the same chosen and rejected responses from the same token ids (`encode_sample`, as `rm:` does; its time is
+included in every row):
+- `HF fp32`: `AutoModelForSequenceClassification` in float32, batches of 16 in input order, `inference_mode`;
+- `HF bf16 autocast`: the same under `torch.autocast(bfloat16)` (the best a peer does here without our batching);
+- `rm: fp32` / `rm: bf16`: `rewardlab.load("rm:...")` (length-sorted batches bounded by a token budget).
+Pairwise verdicts (chosen scored above rejected) are compared with HF fp32's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,86 +37,100 @@ RESULTS = ROOT / "benchmarks" / "results" / "rm_scoring.json"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=32)
+    parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes per row (the best is kept)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if not DATA.is_file():
         raise SystemExit(f"real data {DATA} is absent (../shared/data beside the project)")
-    samples = [s for pair in load_preferences(DATA, limit=args.pairs) for s in pair.samples()]
+    pairs = load_preferences(DATA, limit=args.pairs)
+    samples = [s for pair in pairs for s in pair.samples()]
 
     torch.manual_seed(0)
     folder = Path(tempfile.mkdtemp(prefix="rm-bench-")) / "minilm-rm"
-    RewardModel.from_backbone("minilm").save_pretrained(folder, metadata={"max_length": args.max_length})
-    reward = rewardlab.load({"rm": {"path": str(folder), "batch_size": args.batch_size, "device": "cpu"}})
-    model = reward._load()  # type: ignore[attr-defined]
-    encoded = [encode_sample(model.tokenizer, s.prompt, s.response, max_length=args.max_length) for s in samples]
-    lengths = [len(e.input_ids) for e in encoded]
+    model = RewardModel.from_backbone("minilm")
+    with torch.no_grad():
+        model.head.weight.normal_(std=1.0)
+    model.save_pretrained(folder, metadata={"max_length": args.max_length})
+    tokenizer = model.tokenizer
     segments = model.uses_token_type_ids  # feed BERT segment ids exactly when the model (and so rm:) does
 
-    rows = []
-    reward.score(samples[:4])  # warm-up
+    from transformers import AutoModelForSequenceClassification
 
-    start = time.perf_counter()
-    end_to_end = [float(s.value) for s in reward.score(samples) if s.value is not None]
-    rows.append(("rm: end to end (encode + length-sorted)", time.perf_counter() - start, end_to_end,
-                 _padding(sorted(lengths, reverse=True), args.batch_size)))
+    hf = AutoModelForSequenceClassification.from_pretrained(folder).eval()
 
-    start = time.perf_counter()
-    sorted_scores = model.score_encoded(encoded, batch_size=args.batch_size).rewards.tolist()
-    rows.append(("length-sorted batches (model only)", time.perf_counter() - start, sorted_scores,
-                 _padding(sorted(lengths, reverse=True), args.batch_size)))
+    def encode() -> list[object]:
+        return [encode_sample(tokenizer, s.prompt, s.response, max_length=args.max_length) for s in samples]
 
-    start = time.perf_counter()
-    in_order: list[float] = []
-    with torch.inference_mode():
-        for i in range(0, len(encoded), args.batch_size):
-            chunk = encoded[i : i + args.batch_size]
-            ids, mask = pad_sequences([e.input_ids for e in chunk], model.pad_token_id)
-            rows_types = [e.token_type_ids or [0] * len(e.input_ids) for e in chunk]
-            types = pad_sequences(rows_types, 0)[0] if segments else None
-            in_order.extend(model(ids, mask, types).rewards.tolist())
-    rows.append(("input-order batches (model only)", time.perf_counter() - start, in_order,
-                 _padding(lengths, args.batch_size)))
+    def hf_scores(autocast: bool) -> list[float]:
+        encoded = encode()
+        out: list[float] = []
+        context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else torch.autocast("cpu", enabled=False)
+        with torch.inference_mode(), context:
+            for i in range(0, len(encoded), 16):
+                chunk = encoded[i : i + 16]
+                ids, mask = pad_sequences([e.input_ids for e in chunk], tokenizer.pad_token_id)  # type: ignore[attr-defined]
+                types = (pad_sequences([e.token_type_ids or [0] * len(e.input_ids) for e in chunk], 0)[0]  # type: ignore[attr-defined]
+                         if segments else None)
+                out.extend(hf(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[:, 0].float().tolist())
+        return out
 
-    start = time.perf_counter()
-    singles: list[float] = []
-    with torch.inference_mode():
-        for e in encoded:
-            types = torch.tensor([e.token_type_ids]) if segments and e.token_type_ids is not None else None
-            singles.append(float(model(torch.tensor([e.input_ids]), None, types).rewards[0]))
-    rows.append(("one at a time (model only)", time.perf_counter() - start, singles, 0.0))
+    def rm_scores(precision: str) -> Callable[[], list[float]]:
+        reward = rewardlab.load({"rm": {"path": str(folder), "device": "cpu", "precision": precision}})
 
-    table = Table(title=f"rm: scoring, MiniLM-L6 backbone, {len(samples)} HH-RLHF samples, "
-                        f"max_length {args.max_length}, batch {args.batch_size}, {args.threads} threads")
-    for column in ("mode", "seconds", "samples/s", "padding %", "max |diff| vs one at a time"):
+        def run() -> list[float]:
+            return [float(s.value) for s in reward.score(samples)]  # type: ignore[arg-type]
+
+        return run
+
+    modes: list[tuple[str, Callable[[], list[float]]]] = [
+        ("HF fp32 (input-order batches of 16)", lambda: hf_scores(False)),
+        ("HF bf16 autocast (input-order batches of 16)", lambda: hf_scores(True)),
+        ("rm: fp32 (length-sorted, token budget)", rm_scores("fp32")),
+        ("rm: bf16 (length-sorted, token budget)", rm_scores("bf16")),
+    ]
+    for _, run in modes:
+        run() if len(samples) <= 64 else None  # warm-up on small runs only (large ones warm up in repeat 1)
+    timings: dict[str, float] = {name: float("inf") for name, _ in modes}
+    scores: dict[str, list[float]] = {}
+    for _ in range(args.repeats):  # interleaved, so machine noise hits every row alike
+        for name, run in modes:
+            start = time.perf_counter()
+            scores[name] = run()
+            timings[name] = min(timings[name], time.perf_counter() - start)
+
+    base_name = modes[0][0]
+    base = scores[base_name]
+
+    def verdicts(values: list[float]) -> list[bool]:
+        return [values[2 * i] > values[2 * i + 1] for i in range(len(values) // 2)]
+
+    base_verdicts = verdicts(base)
+    lengths = [len(e.input_ids) for e in encode()]  # type: ignore[attr-defined]
+    table = Table(title=f"rm: scoring, MiniLM-L6, {len(samples)} HH-RLHF texts ({len(pairs)} pairs), max_length "
+                        f"{args.max_length}, {args.threads} threads, best of {args.repeats}")
+    for column in ("mode", "seconds", "texts/s", "x HF fp32", "verdicts = HF fp32", "max |diff|"):
         table.add_column(column)
     results = []
-    for name, seconds, scores, padding in rows:
-        diff = max(abs(a - b) for a, b in zip(scores, singles, strict=True))
-        table.add_row(name, f"{seconds:.2f}", f"{len(samples) / seconds:.1f}", f"{100 * padding:.1f}", f"{diff:.1e}")
-        results.append({"mode": name, "seconds": seconds, "samples_per_s": len(samples) / seconds,
-                        "padding_fraction": padding, "max_abs_diff_vs_single": diff})
+    for name, _ in modes:
+        seconds = timings[name]
+        agree = sum(a == b for a, b in zip(verdicts(scores[name]), base_verdicts, strict=True)) / len(base_verdicts)
+        diff = max(abs(a - b) for a, b in zip(scores[name], base, strict=True))
+        speed = len(samples) / seconds
+        table.add_row(name, f"{seconds:.2f}", f"{speed:.1f}", f"{timings[base_name] / seconds:.2f}",
+                      f"{100 * agree:.1f} %", f"{diff:.1e}")
+        results.append({"mode": name, "seconds": seconds, "texts_per_s": speed,
+                        "speedup_vs_hf_fp32": timings[base_name] / seconds, "verdict_agreement_vs_hf_fp32": agree,
+                        "max_abs_diff_vs_hf_fp32": diff})
     Console().print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "samples": len(samples), "max_length": args.max_length, "batch_size": args.batch_size,
-        "threads": args.threads, "mean_tokens": sum(lengths) / len(lengths), "machine": platform.processor()
-        or platform.machine(), "torch": torch.__version__, "results": results,
+        "texts": len(samples), "pairs": len(pairs), "max_length": args.max_length, "threads": args.threads,
+        "repeats": args.repeats, "mean_tokens": sum(lengths) / len(lengths),
+        "machine": platform.processor() or platform.machine(), "torch": torch.__version__, "results": results,
     }, indent=2) + "\n")
-    reward.close()
-
-
-def _padding(lengths: list[int], batch_size: int) -> float:
-    """Fraction of the padded batch cells that are padding when `lengths` are batched in this order."""
-    total = pad = 0
-    for i in range(0, len(lengths), batch_size):
-        chunk = lengths[i : i + batch_size]
-        total += max(chunk) * len(chunk)
-        pad += max(chunk) * len(chunk) - sum(chunk)
-    return pad / total if total else 0.0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ backbone in `AutoModel` layout plus `reward_head.safetensors`. Every folder hold
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
@@ -143,6 +144,23 @@ def _tensors_for_file(state: dict[str, Tensor]) -> dict[str, Tensor]:
         seen.add(pointer)
         out[name] = tensor
     return out
+
+
+def _length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
+                    max_batch_tokens: int | None) -> list[list[int]]:
+    """Cut `order` (longest first) into consecutive batches of at most `batch_size` rows and, when set, at most
+    `max_batch_tokens` padded tokens (rows x the batch's first, longest row)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) >= batch_size or (
+                max_batch_tokens is not None and (len(current) + 1) * lengths[current[0]] > max_batch_tokens)):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 class RewardModel(nn.Module):
@@ -303,10 +321,19 @@ class RewardModel(nn.Module):
         *,
         token_type_ids: Sequence[Sequence[int] | None] | None = None,
         batch_size: int = 16,
+        max_batch_tokens: int | None = None,
+        autocast_dtype: torch.dtype | None = None,
     ) -> RewardOutput:
-        """Score token-id lists in length-sorted batches (less padding); results in the input order, float64 on CPU."""
+        """Score token-id lists in length-sorted batches (less padding); results in the input order, float64 on CPU.
+
+        A batch holds at most `batch_size` rows and, when `max_batch_tokens` is set, at most that many padded
+        tokens (rows x longest row; a single longer row still forms its own batch). `autocast_dtype` (e.g.
+        `torch.bfloat16`) runs the forward passes under `torch.autocast` on the model's device.
+        """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
         for i, sequence in enumerate(sequences):
             if len(sequence) == 0:
                 raise ValueError(f"sequence {i} is empty: nothing to score")
@@ -317,9 +344,10 @@ class RewardModel(nn.Module):
         k = len(self.objective_names)
         rewards = torch.zeros(len(sequences), dtype=torch.float64)
         objectives = torch.zeros(len(sequences), k, dtype=torch.float64)
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
+        autocast = (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
+                    else contextlib.nullcontext())
+        with torch.inference_mode(), autocast:
+            for chunk in _length_batches(order, [len(s) for s in sequences], batch_size, max_batch_tokens):
                 ids, mask = pad_sequences([sequences[i] for i in chunk], self.pad_token_id)
                 types = None
                 if token_type_ids is not None:
@@ -332,13 +360,21 @@ class RewardModel(nn.Module):
                     objectives[index] = out.objectives.double().cpu()
         return RewardOutput(rewards=rewards, objectives=objectives)
 
-    def score_encoded(self, encoded: Sequence[Any], *, batch_size: int = 16) -> RewardOutput:
+    def score_encoded(
+        self,
+        encoded: Sequence[Any],
+        *,
+        batch_size: int = 16,
+        max_batch_tokens: int | None = None,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> RewardOutput:
         """Score `EncodedSample`s (from `rewardlab.data.encoding.encode_sample`); their segment ids are used when
-        `uses_token_type_ids` is set."""
+        `uses_token_type_ids` is set. Batching and precision options as `score_token_ids`."""
         types = [getattr(e, "token_type_ids", None) for e in encoded]
         use_types = self.uses_token_type_ids and any(t is not None for t in types)
         return self.score_token_ids(
-            [e.input_ids for e in encoded], token_type_ids=types if use_types else None, batch_size=batch_size
+            [e.input_ids for e in encoded], token_type_ids=types if use_types else None, batch_size=batch_size,
+            max_batch_tokens=max_batch_tokens, autocast_dtype=autocast_dtype,
         )
 
     # ------------------------------------------------------------------ save / load
