@@ -191,6 +191,18 @@ def test_a_dead_helper_is_replaced() -> None:
     assert _math_symbolic.sympy_equal(a, b, 2.0).equal is True
 
 
+@pytest.mark.timeout(120)
+def test_a_sample_the_runtime_stops_gets_the_failing_value_not_an_error() -> None:
+    for penalty in (0.0, 0.5):
+        reward = MathReward(symbolic_timeout=30.0, format_penalty=penalty).configure(timeout=1.0)
+        try:
+            score = reward.score([Sample(response=r"\boxed{(x+1)^{9999}}", reference="1")])[0]
+        finally:
+            reward.close()
+        assert score.error is None and score.value == -penalty, score
+        assert score.info["limit"] == "timeout"
+
+
 # ----------------------------------------------------------------------------------- 5. right answers only
 FALSE_PASSES = [  # (answer, gold): every one of these was, or could be, scored 1.0
     ("10000001.0", "10000000"),  # finding: `.0` bought relative tolerance
@@ -228,6 +240,16 @@ FALSE_PASSES = [  # (answer, gold): every one of these was, or could be, scored 
 @pytest.mark.parametrize(("answer", "gold"), FALSE_PASSES)
 def test_wrong_answers_do_not_pass(answer: str, gold: str) -> None:
     assert not equivalent(answer, gold), compare_answers(answer, gold)
+
+
+HEDGES = ["5, 6", "5 \\text{ or } 6", "5 or 6", "5 and 6", "5;6", "\\pm 5", "[4,6]", "4 < x < 6", "5 \\lor 6",
+          "x \\in \\{5, 6\\}", "\\{5, 6\\}", "x = 5 \\text{ or } x = 6", "5 \\text{ (or 6)}", "\\boxed{5}\\boxed{6}",
+          "5000\\%"]
+
+
+@pytest.mark.parametrize("answer", HEDGES)
+def test_an_answer_that_hedges_between_values_does_not_pass(answer: str) -> None:
+    assert not equivalent(answer, "5"), compare_answers(answer, "5")
 
 
 RIGHT_ANSWERS = [  # (answer, gold): decisions documented in docs/math.md

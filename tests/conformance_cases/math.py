@@ -16,6 +16,9 @@ MATH = [
     Sample(prompt="Expand.", response="We get \\boxed{x^2 + 2x + 1}", reference=["(x+1)^2", "x^2+2x+1"]),
     Sample(prompt="Who?", response="It was \\boxed{\\text{Evelyn}}", reference="Evelyn"),
     Sample(prompt="No answer", response="I am not sure.", reference="7"),
+    Sample(prompt="Think first.", response="<think>maybe \\boxed{4}?</think><answer>5</answer>", reference="5"),
+    Sample(prompt="How far?", response="\\boxed{5\\text{ km}}", reference="5\\text{ cm}"),
+    Sample(prompt="Still thinking", response="<think>it is \\boxed{5}", reference="5"),
 ]
 
 CASES: dict[str, tuple[Any, list[Sample]]] = {

@@ -5,7 +5,7 @@ by a signal, and a signal budget (SIGALRM) only exists on the main thread, while
 reward loop call rewards from other threads. So every symbolic comparison is sent to a long-lived helper
 process (`python -m rewardlab.rewards._math_symbolic`, one per concurrent caller, started on first use): inside
 it a SIGALRM budget stops ordinary runaway work after `budget` seconds, its address space is capped, and the
-caller kills it (its whole process group) and starts a fresh one when it does not answer within
+caller kills it and starts a fresh one when it does not answer within
 `budget + KILL_GRACE` seconds. It is a plain subprocess, not `multiprocessing`, so it never re-imports the
 caller's `__main__` (a training script without an `if __name__ == "__main__"` guard is safe). Where no helper
 can be started, the comparison runs in-process under SIGALRM when the timer is usable, and is refused otherwise.
@@ -219,8 +219,8 @@ class _Helper:
     def __init__(self, start_timeout: float) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "rewardlab.rewards._math_symbolic"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # same process group as the caller: whoever kills the caller's group (a runtime timeout) kills it too
         if self._line(start_timeout) != _READY:
             self.kill()
             raise OSError("the symbolic helper process did not start")
@@ -255,10 +255,8 @@ class _Helper:
         return self.process.poll() is None
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
-            self.process.kill()
+            self.process.kill()  # the helper starts no processes of its own
         self.process.wait(timeout=5)
         for stream in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
@@ -324,6 +322,7 @@ def sympy_equal(a: Node, b: Node, budget: float) -> SymbolicResult:
 atexit.register(_stop_helpers)
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle; it stops us at exit
     _replies = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # a stray print cannot corrupt the reply channel
     serve(sys.stdin.buffer, _replies)
