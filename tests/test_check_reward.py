@@ -86,7 +86,8 @@ def test_a_well_behaved_reward_passes_every_rule() -> None:
     lengths = batch_reward(lambda samples: [len(s.response) if isinstance(s.response, str) else None
                                             for s in samples], name="len")
     report = check_reward(lengths, SAMPLES)
-    assert report.passed == ["shape", "determinism", "batch_size", "order", "async", "pickle", "hostile"]
+    assert report.passed == ["shape", "determinism", "batch_size", "order", "async", "pickle", "hostile",
+                             "applicability"]
 
 
 def test_hostile_samples_cover_the_issue_list() -> None:
