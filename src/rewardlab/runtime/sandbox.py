@@ -901,17 +901,21 @@ class Sandbox:
         )
 
 
-def processes_of(uid: int) -> list[int]:
-    """Pids of the live processes whose real uid is `uid` (read from /proc)."""
+def processes_of(uid: int, *, zombies: bool = True) -> list[int]:
+    """Pids of the live processes whose real uid is `uid` (read from /proc); `zombies=False` leaves out the dead
+    ones that only wait to be reaped (a signal cannot remove them; orphans wait for the host's init)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as handle:
+                zombie = False
                 for line in handle:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
+                    if line.startswith("State:"):
+                        zombie = line.split()[1] in ("Z", "X")
+                    elif line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid and (zombies or not zombie):
                             pids.append(int(entry))
                         break
         except (OSError, ValueError, IndexError):
@@ -922,7 +926,7 @@ def processes_of(uid: int) -> list[int]:
 def _kill_uid(uid: int) -> None:
     """SIGKILL every process of `uid` until none is left (used when there is no PID namespace to tear down)."""
     for _ in range(50):
-        pids = processes_of(uid)
+        pids = processes_of(uid, zombies=False)
         if not pids:
             return
         for pid in pids:

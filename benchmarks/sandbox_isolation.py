@@ -1,0 +1,90 @@
+"""What each sandbox mechanism costs: `Sandbox.run_program` executions per second with all of them, and without each.
+
+Run: `.venv/bin/python benchmarks/sandbox_isolation.py [--executions N] [--rounds R]`. Writes
+benchmarks/results/sandbox_isolation.json and prints a table. The configurations are interleaved round by round
+(R rounds of N executions each), so a change in the machine's load hits them all alike. One execution is a small
+Python program (a function and an assert) run to completion in the sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rewardlab.runtime.sandbox import PYTHON, Execution, Isolation, Limits, Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "sandbox_isolation.json"
+PROGRAM = "def double(x):\n    return 2 * x\n\nassert double(21) == 42\nprint('ok')\n"
+
+
+def configurations(sandbox: Sandbox) -> dict[str, Isolation]:
+    """Everything this machine gives, then that minus one mechanism at a time, then no namespaces."""
+    full = sandbox.isolation
+    configs = {"all in force": full}
+    for name in ("memory_cgroup", "minimal_root", "ipc_namespace", "seccomp"):
+        if getattr(full, name):
+            configs[f"without {name}"] = dataclasses.replace(full, **{name: False})
+    configs["no namespaces"] = Sandbox(sandbox.limits, namespaces="off").isolation
+    return configs
+
+
+def runner(sandbox: Sandbox, isolation: Isolation) -> Callable[[], Execution]:
+    """One execution of PROGRAM under `isolation` (the sandbox's own code path, with that isolation)."""
+    interpreter = sandbox.interpreter(PYTHON) or "python3"
+
+    def run() -> Execution:
+        return sandbox._execute([interpreter, "-s", "program.py"], {"program.py": PROGRAM.encode()}, b"", isolation,
+                                sandbox.limits, python_script="program.py")
+
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--executions", type=int, default=10, help="executions per configuration and round (10)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (1 2)")
+    args = parser.parse_args()
+    sandbox = Sandbox(Limits(wall_seconds=30))
+    configs = configurations(sandbox)
+    load_before = os.getloadavg()
+    seconds: dict[tuple[str, int], float] = {(name, w): 0.0 for name in configs for w in args.workers}
+    failures: dict[tuple[str, int], int] = dict.fromkeys(seconds, 0)
+    for _ in range(args.rounds):
+        for workers in args.workers:
+            for name, isolation in configs.items():
+                run = runner(sandbox, isolation)
+                started = time.perf_counter()
+                with ThreadPoolExecutor(workers) as pool:
+                    results = list(pool.map(lambda _, job=run: job(), range(args.executions)))
+                seconds[(name, workers)] += time.perf_counter() - started
+                failures[(name, workers)] += sum(r.stdout != b"ok\n" for r in results)
+    total = args.executions * args.rounds
+    rows: list[dict[str, Any]] = [
+        {"config": name, "workers": workers, "executions": total, "executions_per_s": round(total / spent, 1),
+         "failures": failures[(name, workers)], "isolation": configs[name].mechanisms()}
+        for (name, workers), spent in seconds.items()
+    ]
+    result = {"benchmark": "sandbox_isolation", "cpu_count": os.cpu_count(), "load_average_before": load_before,
+              "load_average_after": os.getloadavg(), "scorer_is_root": os.geteuid() == 0, "rows": rows}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
+    print(f"{'config':24} {'workers':>7} {'exec/s':>7} {'failures':>8}")
+    for row in rows:
+        print(f"{row['config']:24} {row['workers']:>7} {row['executions_per_s']:>7} {row['failures']:>8}")
+    print(f"wrote {RESULTS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
