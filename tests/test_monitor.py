@@ -125,7 +125,7 @@ def test_metric_log_with_a_hacking_point_is_flagged_near_it(tmp_path: Path) -> N
     assert len(log.metrics) == 100 and log.skipped == [(str(tmp_path / "log.jsonl"), 101, "no numeric 'step'")]
     result = analyse_log(log, gold_column="rewards/gold/mean")
     assert result.proxy_name == "reward" and result.hacking
-    assert result.onset is not None and 50 <= result.onset <= 66
+    assert result.onset is not None and 55 <= result.onset <= 65
     assert all(w.end >= 55 for w in result.windows if w.flagged)  # nothing flagged well before the peak
 
 
@@ -147,6 +147,24 @@ def test_completion_log_scored_by_a_real_gold_reward(tmp_path: Path) -> None:
     clean = analyse_log(read_training_log(completion_log(tmp_path / "clean.jsonl", hacking=False)),
                         gold=load("exact_match"))
     assert not clean.hacking
+
+
+def test_rewardlab_trainer_log_train_vs_held_out_accuracy(tmp_path: Path) -> None:
+    """rewardlab's own trainer log (`event` rows): train accuracy as the proxy, held-out accuracy as the gold."""
+    rows: list[dict[str, Any]] = [{"event": "start", "config": {"lr": 1e-5}, "processes": 1}]
+    for step in range(5, 125, 5):
+        rows.append({"event": "train", "step": step, "loss": 0.7 - step / 400, "accuracy": 0.5 + step / 300})
+        held_out = 0.5 + min(step, 60) / 300 - max(0, step - 60) / 250
+        rows.append({"event": "eval", "step": step, "eval_accuracy": held_out, "eval_pairs": 200})
+    rows.append({"event": "end", "eval_accuracy": 0.52})
+    path = tmp_path / "train_log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    log = read_training_log(path)
+    assert len(log.skipped) == 2  # start and end carry no step
+    with pytest.raises(ValueError, match=r"no proxy reward column.*accuracy"):
+        analyse_log(log)
+    result = analyse_log(log, proxy="accuracy", gold_column="eval_accuracy")
+    assert result.hacking and result.onset is not None and 50 <= result.onset <= 70
 
 
 def test_analyse_log_errors_name_the_column(tmp_path: Path) -> None:

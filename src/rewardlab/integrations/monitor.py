@@ -4,8 +4,9 @@ Statistics (pure functions):
 - `divergence_windows`: over a sliding window of `window` logged steps, Spearman's ρ of the proxy reward against
   the step and of the gold reward against the step; a window is flagged when the proxy rises (ρ ≥ threshold)
   while the gold falls (ρ ≤ −threshold). Defaults: window 10, threshold 0.6 (for 10 points with no trend,
-  P(ρ ≥ 0.6) ≈ 0.035, so both together by chance ≈ 0.001). The onset is the first step of the first flagged
-  window. Goodhart's law in RLHF: Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization".
+  P(ρ ≥ 0.6) ≈ 0.035, so both together by chance ≈ 0.001). The onset is where the gold turned: the step of
+  its maximum over the first flagged window and one window's span before it. Goodhart's law in RLHF:
+  Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization".
 - `length_correlation_by_step` and its drift (Spearman of the per-step reward-length correlation against the
   step): a reward that learns to pay for length shows a correlation that grows (Singhal et al. 2023).
 - `ensemble_disagreement`: per-sample std across ensemble members (the uncertainty `compose.Ensemble` penalises,
@@ -115,9 +116,18 @@ def divergence_windows(
     return out
 
 
-def hacking_onset(windows: Sequence[Window]) -> int | None:
-    """First step of the first flagged window, or `None` when no window is flagged."""
-    return next((w.start for w in windows if w.flagged), None)
+def hacking_onset(windows: Sequence[Window], gold: Mapping[int, float] | None = None) -> int | None:
+    """Where the gold turned: the step of its maximum over the first flagged window and one window's span before
+    it (noise can delay the first flag past the peak); the window's first step without `gold`; `None` if none."""
+    first = next((w for w in windows if w.flagged), None)
+    if first is None:
+        return None
+    since = first.start - (first.end - first.start)
+    inside = [s for s in sorted(gold or {}) if since <= s <= first.end]
+    if not inside:
+        return first.start
+    assert gold is not None
+    return max(inside, key=lambda s: (gold[s], -s))  # the earliest step of the highest gold
 
 
 def length_correlation_by_step(
@@ -418,7 +428,7 @@ def analyse_log(
         common = sorted(set(result.proxy) & set(result.gold))
         result.windows = divergence_windows(common, [result.proxy[s] for s in common], [result.gold[s] for s in common],
                                             window=window, threshold=threshold)
-        result.onset = hacking_onset(result.windows)
+        result.onset = hacking_onset(result.windows, result.gold)
         if len(common) < window:
             result.notes.append(f"only {len(common)} steps carry both proxy and gold: fewer than one window ({window})")
     else:
