@@ -23,11 +23,16 @@ from hypothesis import strategies as st
 import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards._code_harness import (
+    END_FRAME,
     FrameReader,
     NotPlainDataError,
     ProtocolViolationError,
+    checked_event,
     decode_plain,
     encode_plain,
+    json_line,
+    program_frame,
+    result_frame,
 )
 from rewardlab.rewards.code import CallTest, CodeExecution, parse_channel, parse_tests, plain_equal, split_assertion
 from rewardlab.runtime.sandbox import Sandbox
@@ -402,15 +407,35 @@ def test_the_codec_refuses_what_is_not_plain_data() -> None:
 
 
 def test_the_frame_reader_is_strict_and_bounded() -> None:
-    def frame(payload: Any) -> bytes:
-        body = json.dumps(payload).encode()
+    def frame(body: bytes) -> bytes:
         return len(body).to_bytes(4, "big") + body
 
     reader = FrameReader(frame_cap=64, total_cap=1000)
-    data = frame({"kind": "end"}) * 2
-    assert reader.feed(data[:3]) == [] and reader.feed(data[3:]) == [{"kind": "end"}, {"kind": "end"}]
-    for bad in (b"\xff\xff\xff\xff", frame([1]), (5).to_bytes(4, "big") + b"{1:1}"):
+    data = frame(END_FRAME) * 2
+    assert reader.feed(data[:3]) == [] and reader.feed(data[3:]) == [END_FRAME, END_FRAME]
+    for bad in (b"\xff\xff\xff\xff", b"\x00\x00\x00\x00"):
         with pytest.raises(ProtocolViolationError):
             FrameReader(frame_cap=64, total_cap=1000).feed(bad)
     with pytest.raises(ProtocolViolationError, match="exceed"):
         FrameReader(frame_cap=64, total_cap=10).feed(b"x" * 11)
+
+
+def test_the_harness_accepts_only_the_next_frame_in_order() -> None:
+    program = program_frame(None, None)
+    assert checked_event(program, -1, 2, 100) == {"event": "program", "ok": True, "error": None, "limit": None}
+    assert checked_event(result_frame(0, value="4"), 0, 2, 100) == {"event": "test", "index": 0, "value": "4"}
+    assert checked_event(result_frame(1, error="boom", limit="memory"), 1, 2, 100)["limit"] == "memory"
+    assert checked_event(END_FRAME, 2, 2, 100) == {"event": "end"}
+    for body, expected in ((result_frame(0, passed=True), -1), (program, 0), (result_frame(1, passed=True), 0),
+                           (END_FRAME, 1), (result_frame(2, passed=True), 2), (result_frame(0, value="x" * 101), 0),
+                           (result_frame(0, value="4") + b"\xff", 0), (b"T\x00\x00\x00\x00S!", 0),
+                           (b"P1-extra", -1), (b"T\x00\x00\x00\x00E?x", 0)):
+        with pytest.raises(ProtocolViolationError):
+            checked_event(body, expected, 2, 100)
+
+
+def test_channel_lines_are_json_without_the_json_package() -> None:
+    event = {"event": "test", "index": 3, "value": '{"tuple":[1,"\u00e9\\n"]}', "ok": False, "limit": None}
+    line = json_line(event)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii()
+    assert json.loads(line) == event

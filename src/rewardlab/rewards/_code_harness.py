@@ -3,10 +3,11 @@
 Run as the sandbox's Python script (`__main__`), it splits itself in two processes:
 - the harness (this process, which alone holds the result channel, `REWARDLAB_CHANNEL_FD`) makes itself
   non-dumpable, forks, and never runs a line of the program;
-- the child closes the channel and every other inherited descriptor, runs the program, then each test in order:
-  a *call* test (`{"call": "double", "args": ..., "kwargs": ...}`) calls the function and sends back its result
-  as plain data; a *statement* test execs the statement in the program's namespace and says whether it raised.
-  It speaks to the harness over a private pipe in length-prefixed JSON frames.
+- the child closes the channel and every other inherited descriptor (and, running as uid 0, drops every
+  capability), runs the program, then each test in order: a *call* test (`{"call": "double", "args": (2,),
+  "kwargs": {}}`) calls the function and sends back its result as plain data; a *statement* test execs the
+  statement in the program's namespace and says whether it raised. It speaks to the harness over a private pipe
+  in length-prefixed binary frames.
 The harness checks the frames (size caps, exactly one per test, in order), forwards them to the channel as JSON
 lines, and writes its own `done` line last. Expected values never enter the sandbox: the scorer compares.
 
@@ -16,98 +17,129 @@ bytes, list, tuple, dict, set and frozenset of plain data, of those exact types 
 themselves; every other value is a one-key object naming its type (`{"tuple": [...]}`, `{"dict": [[k, v], ...]}`,
 `{"float": "nan"}`, `{"int": "<hex>"}` for integers too long for JSON's decimal digits, ...).
 
-The module runs under the sandbox's interpreter (any CPython >= 3.9, standard library only) and is imported by
-the scorer for the codec; importing it does nothing else.
+The module runs under the sandbox's interpreter (CPython >= 3.9, standard library only) and is imported by the
+scorer for the codec; importing it does nothing else. Inside the sandbox it imports only C modules (and ctypes):
+no json, re, typing or enum, whose imports would double the cost of a run.
 """
+
+# ruff: noqa: SIM105, UP031 -- contextlib would cost every sandboxed run its import; %-format keeps JSON braces plain
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import struct
 import sys
-from typing import Any
 
-PLAIN_TAGS = ("tuple", "dict", "set", "frozenset", "bytes", "complex", "float", "int")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 DEFAULT_MAX_DEPTH = 100
 DEFAULT_MAX_BYTES = 1 << 20
 _JSON_INT_BITS = 10_000  # larger integers travel as hex: decimal conversion is capped (and quadratic) in CPython
-_FRAME_HEADER = struct.Struct(">I")
+_HEADER = 4  # bytes of a frame's big-endian length
 _ERROR_CHARS = 2000
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-_LIMIT_NAMES = ("timeout", "memory", "output", "file_size", "processes")
+# one byte per limit in frames; the names are those of `info["limit"]`
+_LIMIT_CODES = {b"t": "timeout", b"m": "memory", b"o": "output", b"f": "file_size", b"p": "processes"}
+_CODE_OF_LIMIT = {name: code for code, name in _LIMIT_CODES.items()}
 
 
 class NotPlainDataError(ValueError):
     """A value is not plain data (wrong type, too deep, too large, or malformed encoding)."""
 
 
-# --- the plain-data codec (used on both sides) ----------------------------------------------------------------
+# --- the plain-data codec ---------------------------------------------------------------------------------------
 
 
-def _to_json_tree(value: Any, depth: int, budget: list[int], max_depth: int) -> Any:
-    """`value` as a JSON-ready tree with type tags; charges `budget[0]` roughly by encoded bytes."""
+def _json_string(text: str) -> str:
+    """`text` as an ASCII JSON string literal (the C encoder of the json package, without importing json)."""
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:  # not CPython: the pure-Python json package
+        from json import dumps
+
+        return dumps(text)
+    return str(encode_basestring_ascii(text))
+
+
+def _float_text(value: float) -> str:
+    if value != value:
+        return '{"float":"nan"}'
+    if value in (float("inf"), float("-inf")):
+        return '{"float":"inf"}' if value > 0 else '{"float":"-inf"}'
+    return float.__repr__(value)
+
+
+def _encode(value: Any, depth: int, out: list[str], budget: list[int], max_depth: int) -> None:
+    """Append the typed JSON text of `value` to `out`, charging `budget[0]` by its length."""
     if depth > max_depth:
         raise NotPlainDataError(f"result is nested deeper than {max_depth} levels")
-    budget[0] -= 8
-    if budget[0] < 0:
-        raise NotPlainDataError("result is too large")
     kind = type(value)
-    if value is None or kind is bool:
-        return value
-    if kind is int:
-        if value.bit_length() > _JSON_INT_BITS:
-            budget[0] -= value.bit_length() // 4
-            return {"int": hex(value)}
-        budget[0] -= value.bit_length() // 3
-        return value
-    if kind is float:
-        if value != value:
-            return {"float": "nan"}
-        if value in (float("inf"), float("-inf")):
-            return {"float": "inf" if value > 0 else "-inf"}
-        budget[0] -= 16
-        return value
-    if kind is str:
-        budget[0] -= len(value) + 2
+    piece: str | None = None
+    if value is None:
+        piece = "null"
+    elif kind is bool:
+        piece = "true" if value else "false"
+    elif kind is int:
+        piece = '{"int":"%s"}' % hex(value) if value.bit_length() > _JSON_INT_BITS else int.__repr__(value)
+    elif kind is float:
+        piece = _float_text(value)
+    elif kind is str:
+        if len(value) > budget[0]:
+            raise NotPlainDataError("result is too large")
+        piece = _json_string(value)
+    elif kind is bytes:
+        if 2 * len(value) > budget[0]:
+            raise NotPlainDataError("result is too large")
+        piece = '{"bytes":"%s"}' % value.hex()
+    elif kind is complex:
+        piece = '{"complex":[%s,%s]}' % (_float_text(value.real), _float_text(value.imag))
+    if piece is not None:
+        budget[0] -= len(piece) + 1
         if budget[0] < 0:
             raise NotPlainDataError("result is too large")
-        return value
-    if kind is bytes:
-        budget[0] -= 2 * len(value)
-        if budget[0] < 0:
-            raise NotPlainDataError("result is too large")
-        return {"bytes": value.hex()}
-    if kind is complex:
-        parts = [_to_json_tree(part, depth + 1, budget, max_depth) for part in (value.real, value.imag)]
-        return {"complex": parts}
+        out.append(piece)
+        return
     if kind is list:
-        return [_to_json_tree(item, depth + 1, budget, max_depth) for item in value]
-    if kind is tuple:
-        return {"tuple": [_to_json_tree(item, depth + 1, budget, max_depth) for item in value]}
-    if kind is set or kind is frozenset:
-        items = [_to_json_tree(item, depth + 1, budget, max_depth) for item in value]
-        return {"set" if kind is set else "frozenset": items}
-    if kind is dict:
-        pairs = [[_to_json_tree(key, depth + 2, budget, max_depth), _to_json_tree(item, depth + 2, budget, max_depth)]
-                 for key, item in value.items()]
-        return {"dict": pairs}
-    raise NotPlainDataError(f"result is not plain data: a {kind.__name__!s:.100} object")
+        opening, closing, items = "[", "]", value
+    elif kind is tuple:
+        opening, closing, items = '{"tuple":[', "]}", value
+    elif kind is set or kind is frozenset:
+        opening, closing, items = '{"%s":[' % kind.__name__, "]}", value
+    elif kind is dict:
+        opening, closing, items = '{"dict":[', "]}", None
+    else:
+        raise NotPlainDataError(f"result is not plain data: a {kind.__name__!s:.100} object")
+    budget[0] -= len(opening) + len(closing)
+    out.append(opening)
+    if items is None:
+        for position, (key, item) in enumerate(value.items()):
+            out.append(",[" if position else "[")
+            _encode(key, depth + 2, out, budget, max_depth)
+            out.append(",")
+            _encode(item, depth + 2, out, budget, max_depth)
+            out.append("]")
+            budget[0] -= 4
+    else:
+        for position, item in enumerate(items):
+            if position:
+                out.append(",")
+            _encode(item, depth + 1, out, budget, max_depth)
+    out.append(closing)
 
 
 def encode_plain(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """`value` as typed JSON text (one line, ASCII); `NotPlainDataError` when it is not plain data."""
-    budget = [max_bytes]
+    out: list[str] = []
     try:
-        tree = _to_json_tree(value, 0, budget, max_depth)
+        _encode(value, 0, out, [max_bytes], max_depth)
     except RecursionError:
         raise NotPlainDataError(f"result is nested deeper than {max_depth} levels") from None
-    text = json.dumps(tree, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    text = "".join(out)
     if len(text) > max_bytes:
         raise NotPlainDataError(f"result is larger than {max_bytes} bytes")
     return text
@@ -157,7 +189,9 @@ def _from_json_tree(node: Any, depth: int, max_depth: int) -> Any:
 
 
 def decode_plain(text: str, *, max_depth: int = DEFAULT_MAX_DEPTH, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
-    """Inverse of `encode_plain`, strict: any other text raises `NotPlainDataError`."""
+    """Inverse of `encode_plain`, strict: any other text raises `NotPlainDataError` (used by the scorer)."""
+    import json
+
     if len(text) > max_bytes:
         raise NotPlainDataError(f"result is larger than {max_bytes} bytes")
     try:
@@ -167,6 +201,43 @@ def decode_plain(text: str, *, max_depth: int = DEFAULT_MAX_DEPTH, max_bytes: in
         raise
     except (ValueError, TypeError, RecursionError, MemoryError) as error:
         raise NotPlainDataError(f"result is not plain data: {type(error).__name__}") from None
+
+
+# --- frames between the child and the harness ----------------------------------------------------------------------
+
+
+def _limit_code(limit: str | None) -> bytes:
+    return _CODE_OF_LIMIT.get(limit or "", b"-")
+
+
+def program_frame(error: str | None, limit: str | None) -> bytes:
+    """The child's first frame: whether the program ran (an error text when it did not)."""
+    return b"P" + (b"1" if error is None else b"0") + _limit_code(limit) + (error or "").encode("utf-8", "replace")
+
+
+def result_frame(index: int, *, value: str | None = None, passed: bool = False, error: str | None = None,
+               limit: str | None = None) -> bytes:
+    """One test's frame: a returned value (typed JSON text), a passed statement, or an error."""
+    head = b"T" + index.to_bytes(4, "big")
+    if value is not None:
+        return head + b"V" + value.encode("ascii")
+    if passed:
+        return head + b"S"
+    return head + b"E" + _limit_code(limit) + (error or "failed").encode("utf-8", "replace")
+
+
+END_FRAME = b"Z"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _send(fd: int, body: bytes) -> None:
+    _write_all(fd, len(body).to_bytes(_HEADER, "big") + body)
 
 
 # --- the child: runs the program and the tests ------------------------------------------------------------------
@@ -190,24 +261,13 @@ def _limit_of(error: BaseException) -> str | None:
     if isinstance(error, OSError) and error.errno == errno.EFBIG:
         return "file_size"
     if isinstance(error, BlockingIOError) and error.errno == errno.EAGAIN:
-        import traceback
-
-        frames = traceback.extract_tb(error.__traceback__)
-        if frames and "fork" in (frames[-1].line or "") + frames[-1].name:
+        trace = error.__traceback__
+        while trace is not None and trace.tb_next is not None:
+            trace = trace.tb_next
+        code = trace.tb_frame.f_code if trace is not None else None
+        if code is not None and any("fork" in name for name in (code.co_name, *code.co_names)):
             return "processes"
     return None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _send(fd: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    _write_all(fd, _FRAME_HEADER.pack(len(data)) + data)
 
 
 def resolve_callee(namespace: dict[str, Any], callee: str) -> Any:
@@ -255,8 +315,6 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
     """Run the program and its tests in this (forked) process; report over `pipe`; never returns."""
     import atexit
     import builtins
-    import traceback
-    import types
 
     if os.geteuid() == 0:
         try:
@@ -264,8 +322,10 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
         except OSError as error:
             sys.stderr.write(f"harness: {error}\n")
             os._exit(1)
-    with contextlib.suppress(OSError):  # the child is an ordinary process (its /proc entries its own again)
+    try:  # the child is an ordinary process again (its /proc entries its own)
         set_dumpable(1)
+    except OSError:
+        pass
     try:
         with open("/proc/self/oom_score_adj", "w") as handle:  # under a memory bound, the OOM killer picks us
             handle.write("1000")
@@ -275,7 +335,7 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
         _guard_sockets()
     max_depth = int(config.get("max_depth", DEFAULT_MAX_DEPTH))
     max_bytes = int(config.get("result_bytes", DEFAULT_MAX_BYTES))
-    module = types.ModuleType("__main__")
+    module = type(sys)("__main__")
     module.__file__ = "program.py"
     module.__builtins__ = builtins  # type: ignore[attr-defined]
     sys.modules["__main__"] = module
@@ -292,38 +352,42 @@ def run_child(config: dict[str, Any], pipe: int, guard: bool) -> None:
             program_error = f"SystemExit: {stop.code!s:.200}"
     except BaseException as error:
         program_error, limit = _describe(error), _limit_of(error)
-        traceback.print_exception(type(error), error, error.__traceback__)
-    _send(pipe, {"kind": "program", "ok": program_error is None, "error": program_error, "limit": limit})
+        try:
+            sys.__excepthook__(type(error), error, error.__traceback__)
+        except BaseException:
+            pass
+    _send(pipe, program_frame(program_error, limit))
     for index, test in enumerate(config.get("tests", [])):
-        frame: dict[str, Any] = {"kind": "test", "index": index}
         if program_error is not None:
-            frame["error"] = "not run: the program failed"
+            frame = result_frame(index, error="not run: the program failed")
         elif "statement" in test:
             try:
                 exec(compile(test["statement"], f"test_{index}", "exec"), namespace)
             except AssertionError as error:
-                frame["error"] = _describe(error)
+                frame = result_frame(index, error=_describe(error))
             except BaseException as error:
-                frame["error"], frame["limit"] = _describe(error), _limit_of(error)
+                frame = result_frame(index, error=_describe(error), limit=_limit_of(error))
             else:
-                frame["passed"] = True
+                frame = result_frame(index, passed=True)
         else:
             try:
-                args = decode_plain(test["args"], max_depth=max_depth, max_bytes=1 << 30)
-                kwargs = decode_plain(test["kwargs"], max_depth=max_depth, max_bytes=1 << 30)
-                result = resolve_callee(namespace, test["call"])(*args, **kwargs)
-                frame["value"] = encode_plain(result, max_depth=max_depth, max_bytes=max_bytes)
+                result = resolve_callee(namespace, test["call"])(*test["args"], **test["kwargs"])
+                frame = result_frame(index, value=encode_plain(result, max_depth=max_depth, max_bytes=max_bytes))
             except NotPlainDataError as error:
-                frame["error"] = str(error)
+                frame = result_frame(index, error=str(error))
             except BaseException as error:
-                frame["error"], frame["limit"] = _describe(error), _limit_of(error)
+                frame = result_frame(index, error=_describe(error), limit=_limit_of(error))
         _send(pipe, frame)
-    with contextlib.suppress(BaseException):
+    try:
         atexit._run_exitfuncs()
+    except BaseException:
+        pass
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
+        try:
             stream.flush()
-    _send(pipe, {"kind": "end"})
+        except BaseException:
+            pass
+    _send(pipe, END_FRAME)
     os._exit(0)
 
 
@@ -335,7 +399,7 @@ class ProtocolViolationError(Exception):
 
 
 class FrameReader:
-    """Strict reader of length-prefixed JSON frames: per-frame and total byte caps, linear time."""
+    """Strict reader of length-prefixed frames: per-frame and total byte caps, linear time."""
 
     def __init__(self, frame_cap: int, total_cap: int) -> None:
         self.buffer = bytearray()
@@ -343,101 +407,116 @@ class FrameReader:
         self.total_cap = total_cap
         self.total = 0
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
-        """Add bytes from the pipe; the complete frames they finish, decoded."""
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add bytes from the pipe; the bodies of the complete frames they finish."""
         self.total += len(data)
         if self.total > self.total_cap:
             raise ProtocolViolationError(f"the program's results exceed {self.total_cap} bytes")
         self.buffer += data
         frames = []
         start = 0
-        while len(self.buffer) - start >= _FRAME_HEADER.size:
-            (size,) = _FRAME_HEADER.unpack_from(self.buffer, start)
-            if size > self.frame_cap:
-                raise ProtocolViolationError(f"a result frame of {size} bytes exceeds the cap of {self.frame_cap}")
-            if len(self.buffer) - start - _FRAME_HEADER.size < size:
+        while len(self.buffer) - start >= _HEADER:
+            size = int.from_bytes(self.buffer[start:start + _HEADER], "big")
+            if size > self.frame_cap or size == 0:
+                raise ProtocolViolationError(f"a result frame of {size} bytes (the cap is {self.frame_cap})")
+            if len(self.buffer) - start - _HEADER < size:
                 break
-            body = bytes(self.buffer[start + _FRAME_HEADER.size:start + _FRAME_HEADER.size + size])
-            start += _FRAME_HEADER.size + size
-            try:
-                frame = json.loads(body.decode("ascii"), parse_constant=_reject_constant)
-            except (ValueError, RecursionError, NotPlainDataError):
-                raise ProtocolViolationError("a result frame is not JSON") from None
-            if type(frame) is not dict:
-                raise ProtocolViolationError("a result frame is not a JSON object")
-            frames.append(frame)
+            frames.append(bytes(self.buffer[start + _HEADER:start + _HEADER + size]))
+            start += _HEADER + size
         del self.buffer[:start]
         return frames
 
 
-def _text_or_none(frame: dict[str, Any], key: str) -> str | None:
-    value = frame.get(key)
-    if value is None:
+def _limit_from(code: bytes) -> str | None:
+    if code == b"-":
         return None
-    if type(value) is not str:
-        raise ProtocolViolationError(f"field {key!r} of a result frame is not a string")
-    return value[:_ERROR_CHARS]
+    if code not in _LIMIT_CODES:
+        raise ProtocolViolationError(f"unknown limit code {code!r} in a result frame")
+    return _LIMIT_CODES[code]
 
 
-def _limit_field(frame: dict[str, Any]) -> str | None:
-    limit = _text_or_none(frame, "limit")
-    if limit is not None and limit not in _LIMIT_NAMES:
-        raise ProtocolViolationError(f"unknown limit {limit!r:.40} in a result frame")
-    return limit
+def _text(data: bytes) -> str:
+    return data[:4 * _ERROR_CHARS].decode("utf-8", "replace")[:_ERROR_CHARS]
 
 
-def _checked_event(frame: dict[str, Any], expected_index: int, count: int, max_bytes: int) -> dict[str, Any]:
-    """The channel event for the child's `frame`, which must be the next one in the protocol."""
-    kind = frame.get("kind")
+def checked_event(body: bytes, expected_index: int, count: int, max_bytes: int) -> dict[str, Any]:
+    """The channel event for the frame `body`, which must be the next one: program, test `expected_index`, end."""
     if expected_index < 0:
-        if kind != "program" or set(frame) - {"kind", "ok", "error", "limit"} or type(frame.get("ok")) is not bool:
+        if body[:1] != b"P" or len(body) < 3 or body[1:2] not in (b"0", b"1"):
             raise ProtocolViolationError("the first result frame is not the program's")
-        return {"event": "program", "ok": frame["ok"], "error": _text_or_none(frame, "error"),
-                "limit": _limit_field(frame)}
+        ok = body[1:2] == b"1"
+        if ok and len(body) != 3:
+            raise ProtocolViolationError("malformed program frame")
+        return {"event": "program", "ok": ok, "error": None if ok else _text(body[3:]),
+                "limit": _limit_from(body[2:3])}
     if expected_index == count:
-        if kind != "end" or len(frame) != 1:
+        if body != END_FRAME:
             raise ProtocolViolationError(f"expected the end of results after {count} tests, got another frame")
         return {"event": "end"}
-    if kind != "test" or type(frame.get("index")) is not int or frame["index"] != expected_index:
-        raise ProtocolViolationError(f"expected the result of test {expected_index}, got {str(frame)[:80]}")
-    if set(frame) - {"kind", "index", "passed", "value", "error", "limit"}:
-        raise ProtocolViolationError(f"unexpected fields in the result of test {expected_index}")
+    if body[:1] != b"T" or len(body) < 6 or int.from_bytes(body[1:5], "big") != expected_index:
+        raise ProtocolViolationError(f"expected the result of test {expected_index}, got {body[:12]!r}")
+    outcome, rest = body[5:6], body[6:]
     event: dict[str, Any] = {"event": "test", "index": expected_index}
-    if "value" in frame:
-        value = frame["value"]
-        if type(value) is not str or len(value) > max_bytes or len(frame) != 3:
+    if outcome == b"V":
+        if len(rest) > max_bytes or not rest.isascii():
             raise ProtocolViolationError(f"malformed value in the result of test {expected_index}")
-        event["value"] = value
-    elif frame.get("passed") is True:
-        if len(frame) != 3:
-            raise ProtocolViolationError(f"malformed result of test {expected_index}")
+        event["value"] = rest.decode("ascii")
+    elif outcome == b"S" and not rest:
         event["passed"] = True
+    elif outcome == b"E" and rest:
+        event["limit"] = _limit_from(rest[:1])
+        event["error"] = _text(rest[1:]) or "failed"
     else:
-        event["error"] = _text_or_none(frame, "error") or "failed"
-        event["limit"] = _limit_field(frame)
+        raise ProtocolViolationError(f"malformed result of test {expected_index}")
     return event
 
 
-def _emit(channel: int, event: dict[str, Any]) -> None:
-    _write_all(channel, (json.dumps(event, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
+def json_line(event: dict[str, Any]) -> bytes:
+    """`event` (str keys; str, int, bool or None values) as one ASCII JSON line, without importing json."""
+    parts = []
+    for key, value in event.items():
+        if value is None:
+            text = "null"
+        elif value is True or value is False:
+            text = "true" if value else "false"
+        elif type(value) is int:
+            text = int.__repr__(value)
+        else:
+            text = _json_string(str(value))
+        parts.append(_json_string(key) + ":" + text)
+    return ("{" + ",".join(parts) + "}\n").encode("ascii")
 
 
 def _stopped_event(status: int, cpu: float) -> dict[str, Any]:
     """What the harness says when the child ended without its end frame."""
+    import _signal  # type: ignore[import-not-found]  # the signal module imports enum: slow to start
     import resource
-    import signal
 
     cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_limit > 0 and cpu >= cpu_limit - 0.05):
+        if signum == _signal.SIGXCPU or (signum == _signal.SIGKILL and cpu_limit > 0 and cpu >= cpu_limit - 0.05):
             return {"event": "stopped", "limit": "timeout", "reason": f"CPU time limit of {cpu_limit} s exceeded"}
-        if signum == signal.SIGXFSZ:
+        if signum == _signal.SIGXFSZ:
             return {"event": "stopped", "limit": "file_size", "reason": "a file grew past the file size limit"}
         return {"event": "stopped", "limit": None, "reason": f"the program's process was killed by signal {signum}"}
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     return {"event": "stopped", "limit": None, "exit_status": code,
             "reason": f"the program's process exited (status {code}) before reporting every result"}
+
+
+def _ignore_signals() -> None:
+    """Catchable signals from the child (same uid) change nothing: only SIGKILL/SIGSTOP stop the harness."""
+    import _signal  # type: ignore[import-not-found]  # the signal module imports enum: slow to start
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTSTP", "SIGTTIN",
+                 "SIGTTOU", "SIGPIPE", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGURG", "SIGIO", "SIGXFSZ"):
+        number = getattr(_signal, name, None)
+        if number is not None:
+            try:
+                _signal.signal(number, _signal.SIG_IGN)
+            except (OSError, ValueError):
+                pass
 
 
 def drop_capabilities() -> None:
@@ -466,17 +545,6 @@ def drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset to no capabilities failed")
 
 
-def _ignore_signals() -> None:
-    import signal
-
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTSTP", "SIGTTIN",
-                 "SIGTTOU", "SIGPIPE", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGURG", "SIGIO", "SIGXFSZ"):
-        number = getattr(signal, name, None)
-        if number is not None:
-            with contextlib.suppress(OSError, ValueError):
-                signal.signal(number, signal.SIG_IGN)
-
-
 def set_dumpable(flag: int) -> None:
     """prctl(PR_SET_DUMPABLE, flag); at 0, same-uid processes can no longer ptrace us or open /proc/<pid>/fd."""
     import ctypes
@@ -500,7 +568,7 @@ def supervise(config: dict[str, Any], channel: int, pipe: int, child: int) -> No
 
     count = len(config.get("tests", []))
     max_bytes = int(config.get("result_bytes", DEFAULT_MAX_BYTES))
-    frame_cap = 2 * max_bytes + 65536
+    frame_cap = max_bytes + 4 * _ERROR_CHARS + 64
     reader = FrameReader(frame_cap=frame_cap, total_cap=(count + 2) * frame_cap)
     expected = -1  # -1: the program frame; 0..count-1: the tests; count: the end frame
     try:
@@ -526,14 +594,14 @@ def supervise(config: dict[str, Any], channel: int, pipe: int, child: int) -> No
             else:  # the child is gone: what is left in the pipe, then stop
                 data = _read_available(pipe, False)
             if data:
-                for frame in reader.feed(data):
-                    event = _checked_event(frame, expected, count, max_bytes)
+                for body in reader.feed(data):
+                    event = checked_event(body, expected, count, max_bytes)
                     if event["event"] == "end":
                         if reader.buffer or _read_available(pipe, False):
                             raise ProtocolViolationError("bytes after the end of results")
-                        _emit(channel, {"event": "done", "tests": count})
+                        _write_all(channel, json_line({"event": "done", "tests": count}))
                         return
-                    _emit(channel, event)
+                    _write_all(channel, json_line(event))
                     expected += 1
                 continue
             if ended is None:
@@ -543,29 +611,31 @@ def supervise(config: dict[str, Any], channel: int, pipe: int, child: int) -> No
             stopped = _stopped_event(*ended)
             if config.get("mode") == "io" and stopped.get("exit_status") == 0 and expected <= 0:
                 if expected < 0:  # os._exit(0) in the program: a normal end for a stdin/stdout program
-                    _emit(channel, {"event": "program", "ok": True, "error": None, "limit": None})
-                _emit(channel, {"event": "done", "tests": count})
+                    _write_all(channel, json_line({"event": "program", "ok": True, "error": None, "limit": None}))
+                _write_all(channel, json_line({"event": "done", "tests": count}))
                 return
-            _emit(channel, stopped)
+            _write_all(channel, json_line(stopped))
             return
     except ProtocolViolationError as violation:
-        _emit(channel, {"event": "violation", "reason": str(violation)})
+        _write_all(channel, json_line({"event": "violation", "reason": str(violation)}))
 
 
 def main() -> None:
     """Entry point inside the sandbox: load the configuration, fork the child, supervise it."""
+    import marshal
+
     channel = int(os.environ.pop("REWARDLAB_CHANNEL_FD"))
     guard = os.environ.pop("REWARDLAB_SOCKET_GUARD", "0") == "1"
     os.set_inheritable(channel, False)
     try:
-        with open("harness.json", encoding="utf-8") as handle:
-            config = json.load(handle)
-        os.unlink("harness.json")
+        with open("harness.marshal", "rb") as handle:
+            config = marshal.load(handle)
+        os.unlink("harness.marshal")
         set_dumpable(0)
         read_end, write_end = os.pipe()
         child = os.fork()
     except BaseException as error:
-        _emit(channel, {"event": "fault", "reason": f"the harness could not start: {_describe(error)}"})
+        _write_all(channel, json_line({"event": "fault", "reason": f"the harness could not start: {_describe(error)}"}))
         os._exit(0)
     if child == 0:
         try:

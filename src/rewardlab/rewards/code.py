@@ -23,6 +23,7 @@ import ast
 import functools
 import itertools
 import json
+import marshal
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -31,12 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
-from rewardlab.rewards._code_harness import (
-    DEFAULT_MAX_DEPTH,
-    NotPlainDataError,
-    decode_plain,
-    encode_plain,
-)
+from rewardlab.rewards._code_harness import DEFAULT_MAX_DEPTH, NotPlainDataError, decode_plain
 from rewardlab.runtime.function import check_runtime_options
 from rewardlab.runtime.sandbox import (
     FILE_SIZE_LIMIT,
@@ -490,16 +486,19 @@ class CodeExecution(Reward):
         return program, tests
 
     def _harness_files(self, tests: CodeTests) -> dict[str, bytes]:
-        entries: list[dict[str, str]] = []
+        entries: list[dict[str, Any]] = []
         for case in tests.cases:
-            if isinstance(case, CallTest):
-                entries.append({"call": case.callee, "args": encode_plain(list(case.args), max_bytes=1 << 30),
-                                "kwargs": encode_plain(dict(case.kwargs), max_bytes=1 << 30)})
+            if isinstance(case, CallTest):  # the call only: the expected value stays here
+                entries.append({"call": case.callee, "args": tuple(case.args), "kwargs": dict(case.kwargs)})
             else:
                 entries.append({"statement": case.source})
         config = {"mode": tests.mode, "tests": entries, "result_bytes": self.result_bytes,
                   "max_depth": DEFAULT_MAX_DEPTH}
-        return {"harness.py": harness_source(), "harness.json": json.dumps(config).encode()}
+        try:
+            encoded = marshal.dumps(config, 2)
+        except ValueError as error:
+            raise ValueError(f"code: a test's arguments cannot be sent to the sandbox: {error}") from None
+        return {"harness.py": harness_source(), "harness.marshal": encoded}
 
     def _jobs(self, program: str, tests: CodeTests) -> list[Callable[[], Execution]]:
         sandbox, language = self.sandbox, LANGUAGES[self.language]
