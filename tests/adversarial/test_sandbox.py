@@ -505,3 +505,40 @@ def test_the_seccomp_program_jumps_stay_inside_it() -> None:
                 if code & 0x07 == 0x05:  # a jump
                     assert min(jt, jf) >= 0 and index + 1 + max(jt, jf) < len(program)
             assert program[-1][0] == program[-2][0] == 0x06  # ends with the two returns
+
+
+def test_through_the_code_reward_memfds_score_the_failing_value_with_the_memory_limit(box: Sandbox) -> None:
+    need(box, "memory_cgroup")
+    import rewardlab
+    from rewardlab import Sample
+
+    reward = rewardlab.load({"code": {"memory_mb": 64, "timeout": 15, "cpu_seconds": 5}})
+    try:
+        score = reward.score_one(Sample(response=MEMFDS, reference={"tests": ["assert True"]}))
+    finally:
+        close = getattr(reward, "close", None)
+        if close is not None:
+            close()
+    assert score.error is None and score.value == 0.0, score
+    assert score.info["limit"] == "memory", score.info
+
+
+def test_cgroups_left_by_a_killed_scorer_are_swept() -> None:
+    cgroups, why = memory_cgroups()
+    if cgroups is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    dead = 2**22 + 12345  # above the default pid_max: no live process has this pid
+    while True:
+        try:
+            os.kill(dead, 0)
+            dead += 1
+        except ProcessLookupError:
+            break
+    leftover = Path(cgroups.parent) / f"rewardlab-{dead}-0"
+    leftover.mkdir()
+    try:
+        cgroups.sweep()
+        assert not leftover.exists()
+    finally:
+        if leftover.exists():
+            leftover.rmdir()
