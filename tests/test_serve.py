@@ -284,3 +284,20 @@ def test_cli_serve_end_to_end_and_sigterm_exits_cleanly() -> None:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 0, err.decode()[-2000:]
+
+
+def test_openrlhf_get_reward_passes_labels_as_references() -> None:
+    reward = rewardlab.load({"sum": {"math": 1.0, "length": 0.0}})
+    prompts = ["<|user|>What is 2+3?<|assistant|>", "<|user|>What is 2+2?<|assistant|>", "<|user|>x<|assistant|>"]
+    queries = [prompts[0] + "The answer is \\boxed{5}</s>", prompts[1] + "It is 5.</s>", "unrelated text"]
+    with served(reward) as server:
+        answer = httpx.post(server.url + "/get_reward", json={"query": queries, "prompts": prompts,
+                                                              "labels": ["5", "4", "1"]})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["rewards"][:2] == [1.0, 0.0] and body["scores"] == body["rewards"]
+        assert set(body["extra_logs"]) >= {"error"} and body["extra_logs"]["error"] == [0.0, 0.0, 1.0]
+        mismatched = httpx.post(server.url + "/get_reward", json={"query": queries, "prompts": prompts[:1]})
+        assert mismatched.status_code == 422
+        missing = httpx.post(server.url + "/get_reward", json={"prompts": prompts})
+        assert missing.status_code == 422 and missing.json()["errors"][0]["field"] == "query"

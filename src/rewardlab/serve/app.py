@@ -225,22 +225,35 @@ def create_app(
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> Response:
-        from rewardlab.integrations._payload import openrlhf_response, openrlhf_samples
+        from rewardlab.integrations._payload import (
+            build_answer,
+            error_value_of,
+            objective_columns,
+            request_samples,
+        )
 
         if (refusal := refused(request)) is not None:
             return refusal
         try:
             body = OpenRLHFRequest.model_validate(await read_json(request))
+            split = request_samples(body.query, body.prompts, body.labels)
         except _TooLarge as error:
             return error.response(metrics, "/get_reward", max_body_bytes)
-        except ValueError as error:
-            raise RequestValidationError(getattr(error, "errors", list)()) from None
-        samples, problems = openrlhf_samples(body.query, body.prompts, body.labels)
-        result = await scored(request, samples, "/get_reward")
+        except ValueError as error:  # pydantic's ValidationError, or lists of different lengths
+            errors = getattr(error, "errors", None)
+            raise RequestValidationError(
+                errors() if callable(errors) else [{"loc": ("body",), "msg": str(error), "type": "value_error"}]
+            ) from None
+        problems = split.problems or [None] * len(split.samples)
+        good = [i for i, problem in enumerate(problems) if problem is None]
+        result = await scored(request, [split.samples[i] for i in good], "/get_reward")
         if isinstance(result, Response):
             return result
+        scores = [Score.failure(problem) if problem is not None else Score() for problem in problems]
+        for i, score in zip(good, result, strict=True):
+            scores[i] = score
         metrics.requests.inc(endpoint="/get_reward", code="200")
-        return _json(openrlhf_response(result, problems))
+        return _json(build_answer(scores, error_value=error_value_of(reward), objectives=objective_columns(reward)))
 
     @app.get("/health")
     async def health(request: Request) -> Response:
