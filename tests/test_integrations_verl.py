@@ -190,3 +190,11 @@ def test_code_data_source_end_to_end() -> None:
     half = naive_call(compute_score, "apps", "```python\nprint(3)\n```", truth)
     assert good["score"] == 1.0
     assert half["score"] == 0.5 and half["error"] == 0.0
+
+
+def test_a_part_named_like_a_fixed_key_cannot_overwrite_the_score() -> None:
+    spec = {"sum": {"score": {"reward": "exact_match", "weight": 1.0},
+                    "error": {"reward": {"length": {"unit": "chars"}}, "weight": 0.0}}}
+    row = compute_score(data_source="x", solution_str="no", ground_truth="yes", extra_info={}, reward=spec)
+    assert row["score"] == 0.0 and row["error"] == 0.0
+    assert row["objective.score"] == 0.0 and row["objective.error"] == 2.0

@@ -33,6 +33,9 @@ END_MARKERS = (
     "<｜end▁of▁sentence｜>",
 )
 
+#: Keys the adapters write themselves; an objective with one of these names is logged as `objective.<name>`.
+_RESERVED_COLUMNS = frozenset({"score", "error", "not_applicable", "rewards", "scores"})
+
 _LOADED: dict[str, Reward] = {}
 _LOADING = threading.Lock()  # trainers call from several threads at once; the registry's discovery is not thread-safe
 
@@ -109,15 +112,15 @@ def objective_columns(reward: Reward) -> list[str]:
 
 def score_columns(scores: Sequence[Score], objectives: Sequence[str] = ()) -> dict[str, list[float]]:
     """Per-sample log columns with the same keys for every batch: `error`, `not_applicable` (1.0 or 0.0) and each
-    named objective (0.0 where the sample has none)."""
+    named objective (0.0 where the sample has none; a name that collides with a fixed key is logged as
+    `objective.<name>`)."""
     columns: dict[str, list[float]] = {
         "error": [1.0 if s.error is not None else 0.0 for s in scores],
         "not_applicable": [1.0 if s.error is None and s.value is None else 0.0 for s in scores],
     }
     for name in objectives:
-        if name in columns:
-            continue
-        columns[name] = [float(s.objectives.get(name, 0.0)) for s in scores]
+        column = f"objective.{name}" if name in _RESERVED_COLUMNS else name
+        columns[column] = [float(s.objectives.get(name, 0.0)) for s in scores]
     return columns
 
 
