@@ -198,7 +198,8 @@ def test_tmpfs_files_count_against_the_memory_limit(box: Sandbox) -> None:
 
 def test_a_unix_socket_under_run_is_out_of_reach(box: Sandbox) -> None:
     need(box, "minimal_root")
-    path = Path("/run") / f"rewardlab-{uuid.uuid4().hex[:12]}.sock"
+    host_dir = Path("/run") if os.access("/run", os.W_OK) else ROOT  # /run: where a host's daemons listen
+    path = host_dir / f"rewardlab-{uuid.uuid4().hex[:12]}.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
         path.chmod(0o777)
