@@ -232,3 +232,34 @@ def test_importing_the_adapters_loads_no_trainer_and_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_a_learned_rm_gives_the_same_values_through_all_three_adapters(
+    tmp_path: Path, tiny_backbones: dict[str, str]
+) -> None:
+    import torch
+
+    from rewardlab.integrations.openrlhf import score_queries
+    from rewardlab.integrations.verl import compute_score
+    from rewardlab.models import RewardModel
+    from rewardlab.registry import load
+
+    torch.manual_seed(0)
+    model = RewardModel.from_backbone(tiny_backbones["llama"])
+    with torch.no_grad():
+        model.head.weight.normal_(std=1.0)
+    model.save_pretrained(tmp_path / "rm")
+    spec = f"rm:{tmp_path / 'rm'}"
+    prompts, responses = ["Capital of France?", "Capital of France?", "2+2?"], ["Paris.", "Rome, I think.", "4"]
+    direct = [s.value for s in load(spec).score([Sample(prompt=p, response=r) for p, r in zip(prompts, responses,
+                                                                                                strict=True)])]
+    via_trl = reward_func(spec)(**trl_kwargs(prompts, responses))
+    via_verl = [row["score"] for row in compute_score(
+        data_sources=["x"] * 3, solution_strs=responses, ground_truths=[None] * 3,
+        extra_infos=[{"question": p} for p in prompts], reward=spec)]
+    via_openrlhf = score_queries(spec, [p + r for p, r in zip(prompts, responses, strict=True)], prompts,
+                                 [None] * 3)["rewards"].tolist()
+    assert len(set(direct)) == 3
+    assert via_trl == pytest.approx(direct, abs=1e-5)
+    assert via_verl == pytest.approx(direct, abs=1e-5)
+    assert via_openrlhf == pytest.approx(direct, abs=1e-5)
