@@ -103,6 +103,29 @@ def test_io_tests_compare_whitespace_normalised_stdout(code: CodeExecution) -> N
     assert (wrong["error"], wrong["stdout"].strip(), wrong["expected"]) == ("wrong answer", "2", "3")
 
 
+def test_call_references_compare_in_the_scorer_with_json_rules(code: CodeExecution) -> None:
+    reference = {"calls": [{"fn": "pair", "args": [1, 2], "expected": [2, 1]},
+                           {"fn": "pair", "args": [3], "kwargs": {"b": 4}, "expected": [4, 3]},
+                           {"fn": "pair", "args": [5, 6], "expected": [5, 6]}]}
+    score = code.score_one(Sample(response="def pair(a, b):\n    return (b, a)\n", reference=reference))
+    assert score.value == pytest.approx(2 / 3)  # a tuple equals the JSON list it is compared with
+    assert score.info["tests"][2]["got"] == "(6, 5)" and score.info["forgeable"] is False
+
+
+def test_apps_references_run_as_calls_or_stdin_stdout_cases(code: CodeExecution) -> None:
+    calls = {"inputs": [[1, 2], [5, 5]], "outputs": [[3], [10]], "fn_name": "add"}
+    function = code.score_one(Sample(response="def add(a, b):\n    return a + b\n", reference=calls))
+    method = code.score_one(Sample(response="class Solution:\n    def add(self, a, b):\n        return [a + b]\n",
+                                   reference=calls))
+    wrong = code.score_one(Sample(response="def add(a, b):\n    return a - b\n", reference=calls))
+    assert (function.value, method.value, wrong.value) == (1.0, 1.0, 0.0)  # outputs[i] or outputs[i][0]
+    io = code.score_one(Sample(response="print(sum(map(int, input().split())))",
+                               reference={"inputs": ["1 2\n", "2 2\n"], "outputs": ["3\n", "5\n"]}))
+    assert io.value == 0.5 and io.info["mode"] == "io"
+    with pytest.raises(TypeError, match="same length"):
+        parse_tests({"inputs": [[1]], "outputs": [], "fn_name": "f"})
+
+
 def test_a_crashing_program_scores_zero_with_its_error(code: CodeExecution) -> None:
     score = code.score_one(Sample(response="def f(:\n  pass", reference={"tests": ["assert f()", "assert 1"]}))
     assert score.error is None and score.value == 0.0

@@ -239,12 +239,12 @@ def test_the_program_cannot_open_or_trace_the_harness(code: CodeExecution) -> No
 def test_a_program_running_as_root_cannot_open_or_trace_the_harness_either() -> None:
     # uid 0 in the sandbox (a user namespace for a non-root scorer, or no uid drop): the child drops every
     # capability, so CAP_SYS_PTRACE cannot override the harness's non-dumpable state
-    reward = CodeExecution(timeout=5.0, cpu_seconds=3.0)
+    reward = CodeExecution(timeout=10.0, cpu_seconds=3.0)
     reward._sandbox = Sandbox(reward.limits, drop_privileges=False)
     as_root = "import os\nprint('root' if os.geteuid() == 0 else 'not root')\n"
     assert reward.score_one(Sample(response=as_root, reference={"io": [{"stdout": "root"}]})).value == 1.0
     score = reward.score_one(Sample(response=PROBE_HARNESS, reference={"io": [{"stdout": "denied"}]}))
-    assert score.value == 1.0, score.info["tests"]
+    assert score.value == 1.0, (score.info["tests"], score.info.get("reason"))
     assert reward.score_one(Sample(response=FOUND["fake_events_on_fds_then_exit"], reference=DOUBLE)).value == 0.0
 
 

@@ -281,6 +281,8 @@ def resolve_callee(namespace: dict[str, Any], callee: str) -> Any:
         if position == 0:
             if name in namespace:
                 target = namespace[name]
+            elif "." not in callee and hasattr(namespace.get("Solution"), name):  # LeetCode style (APPS, TACO)
+                target = getattr(namespace["Solution"](), name)
             elif hasattr(builtins, name):
                 target = getattr(builtins, name)
             else:

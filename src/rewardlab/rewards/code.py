@@ -9,7 +9,9 @@ The reference holds tests in one of three shapes:
 - `{"calls": [{"fn": "f", "args": [2], "kwargs": {}, "expected": 4}, ...]}` (LiveCodeBench call-based tests):
   always split; JSON has no tuples, so a tuple result equals the list it matches;
 - `{"io": [{"stdin": "...", "stdout": "..."}, ...]}`: the program runs once per case with that stdin and its
-  stdout is compared with whitespace normalised (APPS / CodeContests style, Hendrycks et al. 2021).
+  stdout is compared with whitespace normalised (APPS / CodeContests style, Hendrycks et al. 2021);
+- APPS / TACO's own `{"inputs": [...], "outputs": [...], "fn_name"?: "f"}`: stdin/stdout cases, or split calls
+  of `fn_name` (APPS's rule: the result may equal `outputs[i]` or `outputs[i][0]`).
 The value is the fraction of tests passed (`all_or_nothing=True`: 1.0 only when all pass). A limit hit by the
 program (time, memory, processes, output, file size) or a harness that could not vouch for the run scores 0.0,
 with `info["limit"]` / `info["reason"]`; `Score.error` is kept for malformed references and sandbox failures.
@@ -95,6 +97,7 @@ class CallTest:
     expected: Any
     source: str
     json_rule: bool = False
+    alternatives: tuple[Any, ...] = ()  # further accepted values (APPS: `outputs[i][0]` as well as `outputs[i]`)
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,8 @@ class CodeTests:
 
 
 _EXPECTED_SHAPE = ("Sample.reference must be {'tests': [str, ...]}, {'calls': [{'fn': str, 'args': list, "
-                   "'expected': ...}, ...]} or {'io': [{'stdin': str, 'stdout': str}, ...]}")
+                   "'expected': ...}, ...]}, {'io': [{'stdin': str, 'stdout': str}, ...]} or APPS's "
+                   "{'inputs': [...], 'outputs': [...], 'fn_name'?: str}")
 
 
 def _parse_calls(calls: Any) -> tuple[CallTest, ...]:
@@ -220,6 +224,29 @@ def _parse_calls(calls: Any) -> tuple[CallTest, ...]:
     return tuple(parsed)
 
 
+def _parse_apps(reference: Mapping[str, Any]) -> CodeTests:
+    """APPS / TACO `{"inputs": [...], "outputs": [...]}`: stdin/stdout cases, or calls of `fn_name` when given.
+
+    Call-based cases follow APPS's rule: `inputs[i]` is the argument list, and the result may equal `outputs[i]`
+    or, when that is a non-empty list, `outputs[i][0]`; a program defining `class Solution` is called as
+    `Solution().fn_name` when no function of that name exists.
+    """
+    inputs, outputs, name = reference["inputs"], reference["outputs"], reference.get("fn_name")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs or len(inputs) != len(outputs):
+        raise TypeError("code: reference fields 'inputs' and 'outputs' must be non-empty lists of the same length")
+    if not name:
+        return CodeTests(io=tuple((str(i), str(o)) for i, o in zip(inputs, outputs, strict=True)))
+    if not isinstance(name, str) or not _CALLEE.match(name):
+        raise ValueError(f"code: reference field fn_name must be a function name, got {name!r:.80}")
+    cases = []
+    for given, output in zip(inputs, outputs, strict=True):
+        args = tuple(given) if isinstance(given, list) else (given,)
+        others = (output[0],) if isinstance(output, list) and output else ()
+        source = f"{name}({', '.join(map(repr, args))}) == {output!r}"
+        cases.append(CallTest(name, args, {}, output, source, json_rule=True, alternatives=others))
+    return CodeTests(cases=tuple(cases))
+
+
 def parse_tests(reference: Any, *, split: bool = True) -> CodeTests:
     """Read `Sample.reference` as `{"tests": [...]}`, `{"calls": [...]}` or `{"io": [...]}` (see the module doc).
 
@@ -233,6 +260,8 @@ def parse_tests(reference: Any, *, split: bool = True) -> CodeTests:
             raise ValueError(f"code: {_EXPECTED_SHAPE}; got a string that is not JSON: {reference[:80]!r}") from None
     if not isinstance(reference, Mapping):
         raise TypeError(f"code: {_EXPECTED_SHAPE}; got {type(reference).__name__}")
+    if "inputs" in reference and "outputs" in reference and not {"tests", "calls", "io"} & set(reference):
+        return _parse_apps(reference)
     present = [key for key in ("tests", "calls", "io") if key in reference]
     if len(present) != 1:
         raise ValueError(f"code: {_EXPECTED_SHAPE}; got keys {sorted(map(str, reference))}")
@@ -595,7 +624,8 @@ class CodeExecution(Reward):
             return result
         try:
             value = decode_plain(str(event["value"]), max_bytes=self.result_bytes)
-            result["passed"] = plain_equal(value, case.expected, json_rule=case.json_rule)
+            result["passed"] = any(plain_equal(value, expected, json_rule=case.json_rule)
+                                   for expected in (case.expected, *case.alternatives))
         except NotPlainDataError as error:
             result["error"] = str(error)
             return result
