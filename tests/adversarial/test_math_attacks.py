@@ -203,6 +203,18 @@ def test_a_sample_the_runtime_stops_gets_the_failing_value_not_an_error() -> Non
         assert score.info["limit"] == "timeout"
 
 
+def test_without_a_helper_off_the_main_thread_sympy_is_refused_not_unbounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardlab.rewards._math_parse import parse_expression
+
+    monkeypatch.setattr(_math_symbolic, "_take_helper", lambda: None)  # e.g. no subprocess allowed here
+    out: list[_math_symbolic.SymbolicResult] = []
+    thread = threading.Thread(target=lambda: out.append(
+        _math_symbolic.sympy_equal(parse_expression("(x+1)^{9999}"), parse_expression("1"), 1.0)))
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and out[0].equal is None and out[0].limit == "cost" and out[0].reason
+
+
 # ----------------------------------------------------------------------------------- 5. right answers only
 FALSE_PASSES = [  # (answer, gold): every one of these was, or could be, scored 1.0
     ("10000001.0", "10000000"),  # finding: `.0` bought relative tolerance

@@ -244,7 +244,10 @@ class _Helper:
         except OSError:
             self.kill()
             return None
-        line = self._line(budget + KILL_GRACE)
+        try:
+            line = self._line(budget + KILL_GRACE)
+        except OSError:
+            line = None
         if line is None:
             self.kill()
             return None
@@ -267,9 +270,9 @@ class _Helper:
 _free: list[_Helper] = []
 _free_lock = threading.Lock()
 _start_failed_at: float | None = None
-START_TIMEOUT = 60.0
+START_TIMEOUT = 30.0
 """Seconds a new helper may take to import sympy and report ready."""
-RETRY_START_AFTER = 60.0
+RETRY_START_AFTER = 600.0
 """After a helper failed to start, seconds before another start is tried (comparisons run in-process)."""
 
 
