@@ -543,3 +543,21 @@ def test_cgroups_left_by_a_killed_scorer_are_swept() -> None:
     finally:
         if leftover.exists():
             leftover.rmdir()
+
+
+def test_the_memory_cgroup_is_located_on_v1_hybrid_v2_and_namespaced_hosts() -> None:
+    from rewardlab.runtime.sandbox import MemoryCgroups
+
+    v1 = ["4:memory:/process_api/abc", "0::/"]
+    v1_mounts = ["35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory",
+                 "40 25 0:35 / /sys/fs/cgroup/unified rw,relatime shared:17 - cgroup2 cgroup2 rw"]
+    assert MemoryCgroups.locate(v1, v1_mounts) == ("/sys/fs/cgroup/memory/process_api/abc", 1)
+    v2 = ["0::/user.slice/user-0.slice/session-3.scope"]
+    v2_mounts = ["29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 "
+                 "rw,nsdelegate,memory_recursiveprot"]
+    assert MemoryCgroups.locate(v2, v2_mounts) == ("/sys/fs/cgroup/user.slice/user-0.slice/session-3.scope", 2)
+    # a container whose cgroup namespace root is /docker/xyz, mounted with that root
+    namespaced = ["0::/docker/xyz/worker"]
+    ns_mounts = ["700 690 0:26 /docker/xyz /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw"]
+    assert MemoryCgroups.locate(namespaced, ns_mounts) == ("/sys/fs/cgroup/worker", 2)
+    assert MemoryCgroups.locate(["1:name=systemd:/"], ["29 23 0:26 / /sys rw - sysfs sysfs rw"]) is None

@@ -342,32 +342,47 @@ class MemoryCgroups:
             mounts = Path("/proc/self/mountinfo").read_text().splitlines()
         except OSError as error:
             return None, f"cannot read /proc/self/cgroup or mountinfo: {error}"
+        found = cls.locate(lines, mounts)
+        if found is None:
+            return None, "no memory cgroup hierarchy is mounted"
+        parent, version = found
+        if version == 2:
+            try:
+                available = Path(parent, "cgroup.controllers").read_text().split()
+            except OSError as error:
+                return None, f"cgroup v2 at {parent} unreadable: {error}"
+            if "memory" not in available:
+                return None, f"cgroup v2: the memory controller is not delegated to {parent}"
+        return cls(parent, version), ""
+
+    @classmethod
+    def locate(cls, cgroup_lines: Sequence[str], mountinfo_lines: Sequence[str]) -> tuple[str, int] | None:
+        """(folder of this process's memory cgroup, cgroup version) from /proc/self/cgroup and mountinfo lines:
+        the v1 `memory` hierarchy when one is mounted, else the v2 unified one."""
         own_v1 = own_v2 = None
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            if "memory" in controllers.split(","):
-                own_v1 = path
-            elif controllers == "":
-                own_v2 = path
-        for line in mounts:
+        for line in cgroup_lines:
+            parts = line.split(":", 2)
+            if len(parts) != 3:
+                continue
+            if "memory" in parts[1].split(","):
+                own_v1 = parts[2]
+            elif parts[0] == "0" and parts[1] == "":
+                own_v2 = parts[2]
+        v2_parent = None
+        for line in mountinfo_lines:
             fields = line.split(" ")
             try:
                 fstype, options = fields[fields.index("-") + 1], fields[-1]
+                root, point = fields[3], fields[4]
             except (ValueError, IndexError):
                 continue
-            root, point = fields[3], fields[4]
             if own_v1 is not None and fstype == "cgroup" and "memory" in options.split(","):
-                return cls(cls._join(point, root, own_v1), 1), ""
-            if own_v1 is None and own_v2 is not None and fstype == "cgroup2":
-                parent = cls._join(point, root, own_v2)
-                try:
-                    available = Path(parent, "cgroup.controllers").read_text().split()
-                except OSError as error:
-                    return None, f"cgroup v2 at {parent} unreadable: {error}"
-                if "memory" not in available:
-                    return None, f"cgroup v2: the memory controller is not delegated to {parent}"
-                return cls(parent, 2), ""
-        return None, "no memory cgroup hierarchy is mounted"
+                return cls._join(point, root, own_v1), 1
+            if own_v2 is not None and fstype == "cgroup2" and v2_parent is None:
+                v2_parent = cls._join(point, root, own_v2)
+        if own_v1 is None and v2_parent is not None:
+            return v2_parent, 2
+        return None
 
     @staticmethod
     def _join(point: str, root: str, own: str) -> str:
