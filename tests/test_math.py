@@ -307,6 +307,8 @@ def test_bad_options_are_refused_by_name() -> None:
         rewardlab.load({"math": {"extractors": ["boxed", "psychic"]}})
     with pytest.raises(rewardlab.SpecError, match="on_missing"):
         rewardlab.load({"math": {"on_missing": "maybe"}})
+    with pytest.raises(rewardlab.SpecError, match="tolerance_for"):
+        rewardlab.load({"math": {"tolerance_for": "always"}})
 
 
 # ------------------------------------------------------------------------------------ pathological input
