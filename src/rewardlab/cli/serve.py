@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from typing import Any
 
 from rewardlab.cli.terminal import CLIError, console
@@ -70,6 +71,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if not args.quiet:
         console.print(f"serving [bold]{reward.name}[/] on http://{args.host}:{args.port} "
                       f"(POST /v1/score, POST /get_reward, GET /health, /metrics, /v1/info)", highlight=False)
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal with the handler it found: make
+    # that one a no-op so a drained shutdown exits 0 (Ctrl-C twice still forces an exit).
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning" if args.quiet else "info",
                 timeout_graceful_shutdown=30)
     return 0

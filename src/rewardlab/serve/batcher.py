@@ -1,12 +1,12 @@
 """Cross-request dynamic batching: samples from concurrent requests merged into length-grouped batches.
 
 Each submitted sample waits at most `max_wait_ms` (counted from the oldest waiting sample) before its batch is
-scored; a batch holds at most `max_batch_size` samples and at most `max_batch_tokens` padded tokens (batch length
-x longest sample, tokens estimated as characters / 4), and is cut from the waiting samples sorted by length around
-the oldest one, so similar lengths are scored together and nobody starves. Every request gets exactly its own
-scores, in order. A batch-dependent reward (a batch normaliser such as `group_norm`) is never mixed across
-requests: each request is scored as its own batch. The reward runs on one worker thread, one batch at a time, so
-the event loop keeps accepting requests while a batch is scored.
+scored; a batch holds at most `max_batch_size` samples and at most `max_batch_tokens` padded tokens (batch
+length x longest sample, tokens as `rewardlab.runtime.batching.estimate_tokens`), and is cut from the waiting
+samples sorted by length around the oldest one, so similar lengths are scored together and nobody starves.
+Every request gets exactly its own scores, in order. A batch-dependent reward (a batch normaliser such as
+`group_norm`) is never mixed across requests: each request is scored as its own batch. The reward runs on one
+worker thread, one batch at a time, so the event loop keeps accepting requests while a batch is scored.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rewardlab.runtime.batching import estimate_tokens, score_batch_safely
 from rewardlab.serve.metrics import ServerMetrics
 from rewardlab.types import Reward, Sample, Score
-
-CHARS_PER_TOKEN = 4
-"""Token estimate used for batch budgets: characters / 4 (close for English BPE/WordPiece vocabularies)."""
 
 
 class QueueFullError(RuntimeError):
@@ -35,12 +33,6 @@ class QueueFullError(RuntimeError):
 
 class BatcherClosedError(RuntimeError):
     """The batcher is shutting down and accepts no new samples."""
-
-
-def estimate_tokens(sample: Sample) -> int:
-    """Approximate token count of a sample (prompt + response characters / 4, at least 1)."""
-    text_chars = len(sample.prompt_text()) + (len(sample.response) if isinstance(sample.response, str) else 0)
-    return 1 + text_chars // CHARS_PER_TOKEN
 
 
 @dataclass
@@ -218,22 +210,13 @@ class DynamicBatcher:
         self.metrics.queue_depth.set(self._queued)
         return chosen
 
-    def _score_now(self, samples: list[Sample]) -> list[Score]:
-        try:
-            scores = self.reward.score(samples)
-            if len(scores) != len(samples):
-                raise RuntimeError(f"{self.reward.name} returned {len(scores)} scores for {len(samples)} samples")
-            return scores
-        except Exception as error:  # a reward that raises: every sample of the batch gets the error
-            return [Score.failure(f"{type(error).__name__}: {error}") for _ in samples]
-
     async def _run(self, batch: list[_Pending]) -> None:
         samples = [s for item in batch for s in item.samples]
         started = time.monotonic()
         for item in batch:
             self.metrics.queue_wait.observe(started - item.arrived)
         loop = asyncio.get_running_loop()
-        scores = await loop.run_in_executor(self._executor, self._score_now, samples)
+        scores = await loop.run_in_executor(self._executor, score_batch_safely, self.reward, samples)
         elapsed = time.monotonic() - started
         self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * elapsed
         self.metrics.batch_size.observe(len(samples))

@@ -9,6 +9,7 @@ AWS Architecture Blog, "Exponential Backoff And Jitter", 2015), or the server's 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -107,7 +108,7 @@ class Client:
         for attempt in range(self.retries + 1):
             response: httpx.Response | None = None
             try:
-                response = self._client().request(method, self.url + path, json=body)
+                response = self._client().request(method, self.url + path, **_body(body))
                 if response.status_code not in _RETRY_STATUS:
                     return self._check(response)
                 last = ServerError(response.status_code, _detail(response))
@@ -149,7 +150,7 @@ class Client:
             for attempt in range(self.retries + 1):
                 response: httpx.Response | None = None
                 try:
-                    response = await client.request(method, self.url + path, json=body)
+                    response = await client.request(method, self.url + path, **_body(body))
                     if response.status_code not in _RETRY_STATUS:
                         return self._check(response)
                     last = ServerError(response.status_code, _detail(response))
@@ -172,6 +173,14 @@ class Client:
         state = dict(self.__dict__)
         state["_sync"] = None
         return state
+
+
+def _body(body: Any) -> dict[str, Any]:
+    """Request keywords for a JSON body, ASCII-escaped so that any Python string (lone surrogates too) travels."""
+    if body is None:
+        return {}
+    return {"content": json.dumps(body, allow_nan=False).encode("ascii"),
+            "headers": {"Content-Type": "application/json"}}
 
 
 def _scores(answer: Any, expected: int) -> list[Score]:
