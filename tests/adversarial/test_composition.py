@@ -7,8 +7,12 @@ same program also exhausted memory or looped forever: `code` returned an error, 
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -340,3 +344,34 @@ def test_math_plus_think_format_pays_a_runaway_answer_as_a_wrong_one() -> None:
     finally:
         reward.close()
     assert runaway.error is None and runaway.value == pytest.approx(0.2), runaway
+
+
+# ------------------------------------------------------------------------------------------ CLI end to end
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rewardlab", *args], capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+def test_cli_score_never_pays_a_failed_part(tmp_path: Path) -> None:
+    rows = [s.to_dict() for s in code_samples()]
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    spec = json.dumps({"sum": {"code": 1.0, "think_format": 0.2}})
+    done = run_cli("score", "--quiet", "--reward", spec, "--input", str(source), "--output", str(target),
+                   "--timeout", "3")
+    assert done.returncode == 0, done.stderr
+    scores = [json.loads(line)["score"] for line in target.read_text(encoding="utf-8").splitlines()]
+    assert scores[0]["value"] == pytest.approx(0.2) and scores[3]["value"] == pytest.approx(1.2)
+    for attacked in scores[1:3]:  # memory bomb, infinite loop: never 1.2
+        assert attacked["value"] is None or attacked["value"] <= 0.2 + 1e-9, attacked
+
+
+def test_cli_refuses_the_removed_skip_rule_in_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"prompt": "p", "response": "a", "reference": "a"}) + "\n", encoding="utf-8")
+    spec = json.dumps({"sum": {"parts": {"exact_match": 1.0, "f1": 0.2}, "missing": "skip"}})
+    done = run_cli("score", "--quiet", "--reward", spec, "--input", str(source), "--output", str(tmp_path / "o"))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "'skip' was removed" in done.stderr and "renormalize" in done.stderr
