@@ -13,7 +13,8 @@ Each module is imported on its own (importing this package loads no trainer, no 
 - `rewardlab.integrations.kl`: KL estimators k1, k2, k3.
 - `rewardlab.integrations.rwr`: reward-weighted regression weights for reward-weighted SFT.
 - `rewardlab.integrations.dpo_pairs`: DPO preference pairs from scored candidates (`rewardlab pairs`).
-- `rewardlab.integrations.monitor`: reward-hacking monitors (`rewardlab monitor`).
+- `rewardlab.integrations.monitor`: reward-hacking monitors (`rewardlab monitor`); `monitor_report`: its HTML page.
+- `rewardlab.integrations.scored`: reads `rewardlab score` output rows, grouped by prompt (for pairs and weights).
 
 Wiring for each trainer: `docs/rl.md`; advantages, pairs and monitors: `docs/rl-tools.md`.
 """
