@@ -86,6 +86,33 @@ def test_divergence_windows_hand_made() -> None:
         divergence_windows(steps, steps, steps, window=2)  # type: ignore[arg-type]
 
 
+def test_onset_needs_persistent_flags_and_points_at_the_gold_peak() -> None:
+    steps = list(range(12))
+    gold = [0.0, 1.0, 2.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0]
+    windows = divergence_windows(steps, [float(s) for s in steps], gold, window=5)
+    flags = [w.flagged for w in windows]
+    assert flags == [False, False, True, True, True, True, True, True]
+    assert hacking_onset(windows, dict(zip(steps, gold, strict=True)), persist=3) == 3  # the gold's peak
+    assert hacking_onset(windows, persist=3) == 2  # without the gold: the first window of the run
+    assert hacking_onset(windows, persist=7) is None
+    with pytest.raises(ValueError, match="persist"):
+        hacking_onset(windows, persist=0)
+
+
+def test_flat_noisy_gold_beside_a_rising_proxy_is_rarely_flagged() -> None:
+    """One flagged window is a multiple-testing trap: with window 10 and no persistence, a flat noisy gold was
+    flagged in 83 % of 100-step runs. The defaults (window 20, persist 5) keep it near 1 %."""
+    rng = np.random.default_rng(7)
+    steps = list(range(1, 101))
+    flagged = 0
+    for _ in range(60):
+        proxy = [0.2 + 0.006 * s + rng.normal(0, 0.02) for s in steps]
+        gold = [0.5 + rng.normal(0, 0.02) for _ in steps]
+        windows = divergence_windows(steps, proxy, gold)
+        flagged += hacking_onset(windows) is not None
+    assert flagged <= 3
+
+
 # ------------------------------------------------------------------------------------------------- synthetic logs
 
 
@@ -163,7 +190,7 @@ def test_rewardlab_trainer_log_train_vs_held_out_accuracy(tmp_path: Path) -> Non
     assert len(log.skipped) == 2  # start and end carry no step
     with pytest.raises(ValueError, match=r"no proxy reward column.*accuracy"):
         analyse_log(log)
-    result = analyse_log(log, proxy="accuracy", gold_column="eval_accuracy")
+    result = analyse_log(log, proxy="accuracy", gold_column="eval_accuracy", window=8, persist=3)  # 24 evals
     assert result.hacking and result.onset is not None and 50 <= result.onset <= 70
 
 

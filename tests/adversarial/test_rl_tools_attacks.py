@@ -100,7 +100,7 @@ def test_monitor_report_escapes_column_and_reward_names(tmp_path: Path) -> None:
     rows = [{"step": s, evil: 0.1 * s, "gold": 1.0 - 0.1 * s} for s in range(12)]
     path = tmp_path / "log.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    result = analyse_log(read_training_log(path), proxy=evil, gold_column="gold")
+    result = analyse_log(read_training_log(path), proxy=evil, gold_column="gold", window=5, persist=2)
     page = render_monitor_report(result, source=evil)
     assert result.hacking
     assert "<script>alert" not in page and "<img src=x" not in page

@@ -17,7 +17,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "completions/mean_length, kl; and/or completion rows: step, prompt, completion, one column per "
                     "reward) and write report.html + monitor.json. With a gold reward (--gold SPEC, scored on the "
                     "logged completions, or --gold-column), a sliding window of steps is flagged when Spearman's rho "
-                    "of the proxy against the step is >= THRESHOLD while the gold's is <= -THRESHOLD.",
+                    "of the proxy against the step is >= THRESHOLD while the gold's is <= -THRESHOLD; hacking is "
+                    "reported after PERSIST consecutive flagged windows.",
     )
     monitor.add_argument("--log", "-l", required=True, type=Path, nargs="+", metavar="LOG",
                          help="training logs: JSONL rows, trainer_state.json, TRL completions .parquet, or a TRL "
@@ -32,8 +33,10 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                       help="a held-out reward already in the log (e.g. rewards/gold/mean)")
     monitor.add_argument("--members", default=None, metavar="COL,COL,...",
                          help="completion-row columns of ensemble members: their per-sample std, averaged per step")
-    monitor.add_argument("--window", type=int, default=10, metavar="N", help="steps per window (10)")
+    monitor.add_argument("--window", type=int, default=20, metavar="N", help="logged steps per window (20)")
     monitor.add_argument("--threshold", type=float, default=0.6, metavar="RHO", help="|Spearman rho| to flag (0.6)")
+    monitor.add_argument("--persist", type=int, default=5, metavar="K",
+                         help="consecutive flagged windows needed to report hacking (5)")
     monitor.add_argument("--unit", choices=("tokens", "words", "chars"), default="tokens",
                          help="length unit for completion rows")
     monitor.add_argument("--fail-on-hacking", action="store_true", help="exit with status 3 when hacking is flagged")
@@ -52,6 +55,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     check_output_folder(args.output, "--output")
     if args.window < 3:
         raise CLIError(f"--window must be >= 3, got {args.window}")
+    if args.persist < 1:
+        raise CLIError(f"--persist must be >= 1, got {args.persist}")
     if not 0 < args.threshold <= 1:
         raise CLIError(f"--threshold must be in (0, 1], got {args.threshold}")
     shown = " ".join(str(p) for p in args.log)
@@ -72,7 +77,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     members = [m.strip() for m in args.members.split(",") if m.strip()] if args.members else []
     try:
         result = analyse_log(log, proxy=args.proxy, gold=reward, gold_column=args.gold_column, members=members,
-                             window=args.window, threshold=args.threshold, unit=args.unit)
+                             window=args.window, threshold=args.threshold, persist=args.persist, unit=args.unit)
     except ValueError as error:
         raise CLIError(f"--log {shown}: {error}") from error
     finally:

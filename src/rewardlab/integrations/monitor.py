@@ -3,9 +3,11 @@
 Statistics (pure functions):
 - `divergence_windows`: over a sliding window of `window` logged steps, Spearman's ρ of the proxy reward against
   the step and of the gold reward against the step; a window is flagged when the proxy rises (ρ ≥ threshold)
-  while the gold falls (ρ ≤ −threshold). Defaults: window 10, threshold 0.6 (for 10 points with no trend,
-  P(ρ ≥ 0.6) ≈ 0.035, so both together by chance ≈ 0.001). The onset is where the gold turned: the step of
-  its maximum over the first flagged window and one window's span before it. Goodhart's law in RLHF:
+  while the gold falls (ρ ≤ −threshold). Hacking is reported when `persist` consecutive windows are flagged
+  (one window alone is a multiple-testing trap over a long run). Defaults window 20, threshold 0.6, persist 5,
+  chosen by simulation (benchmarks in docs/rl-tools.md): a flat noisy gold beside a rising proxy is flagged in
+  ≤ 1 % of runs, a gold that falls for 40 of 100 steps in 86-100 %. The onset is where the gold turned: the step
+  of its maximum over the first flagged run and one window's span before it. Goodhart's law in RLHF:
   Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization".
 - `length_correlation_by_step` and its drift (Spearman of the per-step reward-length correlation against the
   step): a reward that learns to pay for length shows a correlation that grows (Singhal et al. 2023).
@@ -37,8 +39,9 @@ from rewardlab.integrations.kl import best_of_n_kl
 from rewardlab.rewards.text import count_units
 from rewardlab.types import Score
 
-DEFAULT_WINDOW = 10
+DEFAULT_WINDOW = 20
 DEFAULT_THRESHOLD = 0.6
+DEFAULT_PERSIST = 5
 #: Columns tried, in order, for the proxy reward of a metric row.
 PROXY_COLUMNS = ("reward", "rewards/mean", "train/reward")
 LENGTH_COLUMNS = ("completions/mean_length", "completion_length", "mean_length")
@@ -116,10 +119,21 @@ def divergence_windows(
     return out
 
 
-def hacking_onset(windows: Sequence[Window], gold: Mapping[int, float] | None = None) -> int | None:
-    """Where the gold turned: the step of its maximum over the first flagged window and one window's span before
-    it (noise can delay the first flag past the peak); the window's first step without `gold`; `None` if none."""
-    first = next((w for w in windows if w.flagged), None)
+def hacking_onset(
+    windows: Sequence[Window], gold: Mapping[int, float] | None = None, *, persist: int = DEFAULT_PERSIST
+) -> int | None:
+    """Where the gold turned, once `persist` consecutive windows are flagged: the step of its maximum over the
+    first window of that run and one window's span before it (noise can delay the flags past the peak); that
+    window's first step without `gold`; `None` when no run of `persist` flagged windows exists."""
+    if persist < 1:
+        raise ValueError(f"persist must be >= 1, got {persist}")
+    first: Window | None = None
+    run = 0
+    for index, window in enumerate(windows):
+        run = run + 1 if window.flagged else 0
+        if run >= persist:
+            first = windows[index - persist + 1]
+            break
     if first is None:
         return None
     since = first.start - (first.end - first.start)
@@ -318,6 +332,7 @@ class MonitorResult:
     gold: dict[int, float] = field(default_factory=dict)
     window: int = DEFAULT_WINDOW
     threshold: float = DEFAULT_THRESHOLD
+    persist: int = DEFAULT_PERSIST
     windows: list[Window] = field(default_factory=list)
     onset: int | None = None
     lengths: dict[int, float] = field(default_factory=dict)
@@ -340,7 +355,7 @@ class MonitorResult:
 
         return {
             "hacking": self.hacking, "onset_step": self.onset, "proxy": self.proxy_name, "gold": self.gold_name,
-            "window": self.window, "threshold": self.threshold,
+            "window": self.window, "threshold": self.threshold, "persist": self.persist,
             "proxy_trend": trend(self.proxy), "gold_trend": trend(self.gold),
             "length_trend": trend(self.lengths), "length_correlation_trend": trend(self.length_correlation),
             "disagreement_trend": trend(self.disagreement),
@@ -398,6 +413,7 @@ def analyse_log(
     members: Sequence[str] = (),
     window: int = DEFAULT_WINDOW,
     threshold: float = DEFAULT_THRESHOLD,
+    persist: int = DEFAULT_PERSIST,
     unit: str = "tokens",
 ) -> MonitorResult:
     """Proxy and gold per step, divergence windows, length drift, disagreement, KL and best-of-n of a log.
@@ -409,7 +425,8 @@ def analyse_log(
     if gold is not None and gold_column is not None:
         raise ValueError("pass gold (a reward) or gold_column, not both")
     proxy_name = proxy or _proxy_column(log)
-    result = MonitorResult(proxy_name=proxy_name, proxy=_series(log, proxy_name), window=window, threshold=threshold)
+    result = MonitorResult(proxy_name=proxy_name, proxy=_series(log, proxy_name), window=window, threshold=threshold,
+                           persist=persist)
     if not result.proxy:
         raise ValueError(f"proxy column {proxy_name!r} has no numeric value in the log")
     if gold is not None:
@@ -428,9 +445,10 @@ def analyse_log(
         common = sorted(set(result.proxy) & set(result.gold))
         result.windows = divergence_windows(common, [result.proxy[s] for s in common], [result.gold[s] for s in common],
                                             window=window, threshold=threshold)
-        result.onset = hacking_onset(result.windows, result.gold)
-        if len(common) < window:
-            result.notes.append(f"only {len(common)} steps carry both proxy and gold: fewer than one window ({window})")
+        result.onset = hacking_onset(result.windows, result.gold, persist=persist)
+        if len(common) < window + persist - 1:
+            result.notes.append(f"only {len(common)} steps carry both proxy and gold: hacking needs {persist} "
+                                f"consecutive flagged windows of {window} steps ({window + persist - 1} steps)")
     else:
         result.notes.append("no gold reward: divergence not measured (pass --gold SPEC or --gold-column)")
     for length_column in LENGTH_COLUMNS:

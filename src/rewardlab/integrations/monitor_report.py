@@ -144,7 +144,8 @@ def render_monitor_report(result: MonitorResult, *, source: str = "") -> str:
 <html lang="en"><head><meta charset="utf-8"><title>rewardlab monitor</title><style>{_CSS}</style></head><body>
 <h1>Reward-hacking monitor</h1>
 <p class=muted>{html.escape(source)} · window {result.window} steps · threshold ρ ≥ {result.threshold}
-(proxy rising) and ρ ≤ −{result.threshold} (gold falling), Spearman against the step</p>
+(proxy rising) and ρ ≤ −{result.threshold} (gold falling), Spearman against the step · reported after
+{result.persist} consecutive flagged windows</p>
 {verdict}
 <h2>Trends over the run (Spearman ρ against the step)</h2>
 <table><tr><th>series</th><th>column</th><th>ρ</th></tr>{table}</table>
