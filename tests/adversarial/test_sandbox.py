@@ -143,6 +143,8 @@ print('held', len(fds), flush=True)
 
 
 def test_memfds_cannot_hold_more_than_the_memory_limit(box: Sandbox) -> None:
+    if not (box.isolation.memory_cgroup or box.isolation.memfd_filter):
+        pytest.skip(f"neither a memory cgroup nor the memfd filter here: {box.isolation.notes}")
     capped = Sandbox(dataclasses.replace(LIMITS, memory_bytes=64 * MiB))
     started = time.monotonic()
     execution = capped.run_program(PYTHON, MEMFDS)
@@ -561,3 +563,36 @@ def test_the_memory_cgroup_is_located_on_v1_hybrid_v2_and_namespaced_hosts() -> 
     ns_mounts = ["700 690 0:26 /docker/xyz /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw"]
     assert MemoryCgroups.locate(namespaced, ns_mounts) == ("/sys/fs/cgroup/worker", 2)
     assert MemoryCgroups.locate(["1:name=systemd:/"], ["29 23 0:26 / /sys rw - sysfs sysfs rw"]) is None
+
+
+def test_read_only_paths_are_shown_read_only_and_nothing_beside_them(tmp_path: Path) -> None:
+    shown = ROOT / f".rewardlab-shown-{uuid.uuid4().hex[:8]}"
+    shown.mkdir()
+    try:
+        (shown / "data.txt").write_text("visible")
+        shown.chmod(0o755)
+        (shown / "data.txt").chmod(0o644)
+        box = Sandbox(LIMITS, read_only_paths=[str(shown)])
+        need(box, "minimal_root")
+        program = (f"import os\nprint(open({str(shown / 'data.txt')!r}).read())\n"
+                   f"try:\n    open({str(shown / 'new.txt')!r}, 'w')\n    print('WROTE')\n"
+                   f"except OSError as error:\n    print(type(error).__name__)\n"
+                   f"print(sorted(os.listdir({str(shown.parent)!r})))\n")
+        lines = out(run(box, program)).splitlines()
+        assert lines[0] == "visible" and lines[1] in ("PermissionError", "OSError"), lines
+        assert ast.literal_eval(lines[2]) == [shown.name]  # the project's other files stay out of sight
+        assert not (shown / "new.txt").exists()
+    finally:
+        shutil.rmtree(shown)
+
+
+def test_pipe_buffers_count_against_the_memory_limit(box: Sandbox) -> None:
+    need(box, "memory_cgroup")
+    limits = dataclasses.replace(LIMITS, memory_bytes=64 * MiB, disk_bytes=8 * MiB, total_memory_bytes=40 * MiB,
+                                 max_open_files=512)
+    program = ("import fcntl, os\npipes, held = [], 0\nfor i in range(120):\n    r, w = os.pipe()\n"
+               "    fcntl.fcntl(w, 1031, 1 << 20)\n    os.set_blocking(w, False)\n    try:\n        while True:\n"
+               "            held += os.write(w, b'x' * 65536)\n    except BlockingIOError:\n        pass\n"
+               "    pipes.append((r, w))\nprint('held MiB', held >> 20)\n")  # 1031: F_SETPIPE_SZ
+    execution = Sandbox(limits).run_program(PYTHON, program)
+    assert "held MiB" not in out(execution) and execution.status == MEMORY_LIMIT, (execution, execution.stderr)
