@@ -491,7 +491,8 @@ class Sandbox:
     """Runs programs one process tree at a time, each in a fresh temporary directory, under `Limits`.
 
     `namespaces`: `"auto"` uses every namespace the machine allows (detected once per process), `"require"`
-    fails with `SandboxUnavailableError` unless PID, network and mount namespaces all work, `"off"` uses none.
+    fails with `SandboxUnavailableError` unless PID, network, mount and IPC namespaces all work, `"off"` uses none
+    (the memory cgroup, seccomp, rlimits and the uid still apply).
     `drop_privileges`: run as a per-run unprivileged uid (from `uid_base`) when the scorer is root.
     `read_only_paths`: host files or folders a minimal root shows too (read-only), beside the system's program
     folders and the interpreter's prefixes (e.g. a toolchain under /opt).
