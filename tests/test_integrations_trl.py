@@ -263,3 +263,26 @@ def test_a_learned_rm_gives_the_same_values_through_all_three_adapters(
     assert via_trl == pytest.approx(direct, abs=1e-5)
     assert via_verl == pytest.approx(direct, abs=1e-5)
     assert via_openrlhf == pytest.approx(direct, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_real_rloo_trainer_logs_a_rewardlab_composite(tmp_path: Path, tiny_backbones: dict[str, str]) -> None:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import RLOOConfig, RLOOTrainer
+
+    torch.set_num_threads(1)
+    path = tiny_backbones["llama"]
+    dataset = Dataset.from_dict({"prompt": ["What is 2 + 2?", "The capital of France is"] * 4,
+                                 "reference": ["4", "Paris"] * 4})
+    config = RLOOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                        max_completion_length=8, max_steps=2, logging_steps=1, report_to="none", use_cpu=True,
+                        save_strategy="no", disable_tqdm=True)
+    fn = reward_func({"sum": {"exact_match": 1.0, "length": 0.1}}, name="composite")
+    trainer = RLOOTrainer(model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[fn], args=config,
+                          train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(path))
+    trainer.train()
+    key = "rewards/composite/mean"
+    means = [entry[key] for entry in trainer.state.log_history if key in entry]
+    assert len(means) == 2 and all(m == m for m in means)
