@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rewardlab.serve.background import BackgroundServer, serve_in_background
 from rewardlab.serve.client import Client, ServerError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["Client", "ServerError", "create_app"]
+__all__ = ["BackgroundServer", "Client", "ServerError", "create_app", "serve_in_background"]
 
 
 def create_app(*args: Any, **kwargs: Any) -> FastAPI:

@@ -1,0 +1,67 @@
+"""A reward server in a background thread of this process: for notebooks, tests and single-process setups."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rewardlab.types import Reward
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class BackgroundServer:
+    """`create_app(reward, **options)` served by uvicorn in a daemon thread; `url` is its base URL.
+
+    `stop()` asks uvicorn to exit: it stops accepting, answers in-flight requests, then the batcher drains.
+    """
+
+    def __init__(self, reward: Reward, *, host: str = "127.0.0.1", port: int | None = None,
+                 startup_timeout: float = 30.0, **options: Any) -> None:
+        import httpx
+        import uvicorn
+
+        from rewardlab.serve.app import create_app
+
+        self.port = port or free_port(host)
+        self.url = f"http://{host}:{self.port}"
+        self.app = create_app(reward, **options)
+        config = uvicorn.Config(self.app, host=host, port=self.port, log_level="error",
+                                timeout_graceful_shutdown=10, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="rewardlab-server", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + startup_timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            if not self.thread.is_alive():
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the reward server on {self.url} did not start within {startup_timeout:g} s")
+
+    def stop(self) -> None:
+        """Drain and stop the server; waits for its thread."""
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def serve_in_background(reward: Reward, **options: Any) -> Iterator[BackgroundServer]:
+    """`with serve_in_background(reward) as server: ... server.url ...` (options as `BackgroundServer`)."""
+    server = BackgroundServer(reward, **options)
+    try:
+        yield server
+    finally:
+        server.stop()
