@@ -596,3 +596,27 @@ def test_pipe_buffers_count_against_the_memory_limit(box: Sandbox) -> None:
                "    pipes.append((r, w))\nprint('held MiB', held >> 20)\n")  # 1031: F_SETPIPE_SZ
     execution = Sandbox(limits).run_program(PYTHON, program)
     assert "held MiB" not in out(execution) and execution.status == MEMORY_LIMIT, (execution, execution.stderr)
+
+
+def test_privileged_system_calls_are_refused(box: Sandbox) -> None:
+    need(box, "uid")
+    program = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "calls = {'sethostname': lambda: libc.sethostname(b'owned', 5),\n"
+               "         'settimeofday': lambda: libc.settimeofday(ctypes.byref((ctypes.c_long * 2)(0, 0)), None),\n"
+               "         'swapoff': lambda: libc.swapoff(b'/tmp/sandbox'),\n"
+               "         'reboot': lambda: libc.reboot(0x4321FEDC),\n"  # RB_POWER_OFF
+               "         'setuid0': lambda: libc.setuid(0),\n"
+               "         'nice-20': lambda: libc.setpriority(0, 0, -20)}\n"
+               "for name, call in calls.items():\n    print(name, call(), ctypes.get_errno())\n")
+    lines = out(run(box, program)).splitlines()
+    assert len(lines) == 6 and all(line.split()[1] == "-1" for line in lines), lines
+
+
+def test_the_program_sees_only_its_own_processes(box: Sandbox) -> None:
+    need(box, "pid_namespace", "minimal_root")
+    program = ("import os, subprocess, time\nchild = subprocess.Popen(['sleep', '5'])\ntime.sleep(0.1)\n"
+               "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid(), child.pid)\n"
+               "child.kill()\n")
+    text = out(run(box, program)).strip()
+    pids, me, child = text.rsplit(" ", 2)
+    assert ast.literal_eval(pids) == sorted([int(me), int(child)]), text  # no init (root), no host process
