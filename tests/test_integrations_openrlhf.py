@@ -163,3 +163,33 @@ def test_payload_is_plain_json_for_the_http_server() -> None:
         answer_request(load("exact_match"), {"prompts": []})
     with pytest.raises(ValueError, match="same length"):
         answer_request(load("exact_match"), {"query": ["a"], "prompts": ["a", "b"], "labels": ["x"]})
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rewardlab.integrations._payload import END_MARKERS  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=40), st.lists(st.sampled_from(END_MARKERS), max_size=3))
+def test_split_response_recovers_the_response(prompt: str, response: str, markers: list[str]) -> None:
+    query = prompt + response + "".join(markers)
+    got = split_response(query, prompt)
+    assert response.startswith(got)  # only end markers (the appended ones, or ones the response ended with) go
+    assert not any(got.endswith(m) for m in END_MARKERS)
+    if not any(response.endswith(m[:k]) for m in END_MARKERS for k in range(1, len(m) + 1)):
+        assert got == response
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=12), st.text(max_size=12), st.booleans()), max_size=8))
+def test_answers_have_one_finite_value_per_query(rows: list[tuple[str, str, bool]]) -> None:
+    from rewardlab.registry import load
+
+    queries = [p + r if keep else "x" + p + r for p, r, keep in rows]
+    answer = answer_request(load("exact_match"), {"query": queries, "prompts": [p for p, _, _ in rows],
+                                                  "labels": [r for _, r, _ in rows]})
+    assert len(answer["rewards"]) == len(answer["scores"]) == len(rows)
+    assert all(v in (0.0, 1.0) for v in answer["rewards"])
+    assert all(len(column) == len(rows) for column in answer["extra_logs"].values())

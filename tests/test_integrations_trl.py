@@ -286,3 +286,27 @@ def test_real_rloo_trainer_logs_a_rewardlab_composite(tmp_path: Path, tiny_backb
     key = "rewards/composite/mean"
     means = [entry[key] for entry in trainer.state.log_history if key in entry]
     assert len(means) == 2 and all(m == m for m in means)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_content = st.one_of(st.none(), st.text(max_size=8), st.integers(),
+                     st.lists(st.one_of(st.text(max_size=4), st.fixed_dictionaries({"type": st.just("text"),
+                                                                                      "text": st.text(max_size=4)})),
+                              max_size=3))
+_message = st.one_of(st.fixed_dictionaries({"role": st.sampled_from(["assistant", "tool", "user"]),
+                                            "content": _content}), st.none(), st.text(max_size=4))
+_completion = st.one_of(st.text(max_size=8), st.none(), st.integers(), st.lists(_message, max_size=4))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_completion, min_size=1, max_size=6))
+def test_any_completion_shape_gives_one_float_or_none_each(completions: list[Any]) -> None:
+    out = reward_func("exact_match")(**trl_kwargs(["q"] * len(completions), completions,
+                                                  reference=["a"] * len(completions)))
+    assert len(out) == len(completions)
+    assert all(v is None or v in (0.0, 1.0) for v in out)
+    for completion, value in zip(completions, out, strict=True):
+        if isinstance(completion, str):
+            assert value is not None
