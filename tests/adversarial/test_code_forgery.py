@@ -35,7 +35,7 @@ from rewardlab.rewards._code_harness import (
     result_frame,
 )
 from rewardlab.rewards.code import CallTest, CodeExecution, parse_channel, parse_tests, plain_equal, split_assertion
-from rewardlab.runtime.sandbox import Sandbox
+from rewardlab.runtime.sandbox import Execution, Limits, Sandbox
 
 DOUBLE = {"tests": ["assert double(2) == 4", "assert double(5) == 10"]}
 CALLS = {"calls": [{"fn": "double", "args": [2], "expected": 4}, {"fn": "double", "args": [5], "expected": 10}]}
@@ -161,6 +161,8 @@ NEIGHBOURS = {
     "giant_result": "def double(x):\n    return 'x' * (64 << 20)\n",
     "deep_result": "def double(x):\n    r = []\n    for _ in range(100000):\n        r = [r]\n    return r\n",
     "self_referencing_result": "def double(x):\n    r = []\n    r.append(r)\n    return r\n",
+    # an int past Python's 4,300-digit str limit: its repr in the scorer used to raise, turning 0 into an error
+    "huge_int_result": "def double(x):\n    return [10 ** 5000]\n",
     "open_the_harness_fds": FORGE + WRONG + "import os\nppid = os.getppid()\n"
                             "for fd in range(256):\n    try:\n"
                             "        h = os.open(f'/proc/{ppid}/fd/{fd}', os.O_WRONLY)\n"
@@ -439,3 +441,32 @@ def test_channel_lines_are_json_without_the_json_package() -> None:
     line = json_line(event)
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii()
     assert json.loads(line) == event
+
+
+event_lines = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b'{"event":"program","ok":true,"error":null,"limit":null}',
+                     b'{"event":"program","ok":false,"error":"x","limit":"memory"}', b'{"event":"done","tests":2}',
+                     b'{"event":"stopped","limit":"timeout","reason":"r"}', b'{"event":"violation","reason":"v"}',
+                     b'{"event":"test","index":0,"passed":true}', b'{"event":"test","index":1,"passed":true}']),
+    st.builds(lambda index, value: json_line({"event": "test", "index": index, "value": value})[:-1],
+              st.integers(-1, 3), st.one_of(st.text(max_size=30), st.sampled_from(
+                  ["4", "10", '{"int":"0x' + "f" * 5000 + '"}', "[" * 300 + "]" * 300, '{"set":[[1]]}',
+                   '{"dict":[[[1],2]]}', "NaN", '{"float":"nan"}', "9" * 5000]))),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(event_lines, max_size=6), st.booleans())
+def test_no_channel_content_makes_the_scorer_raise_or_pay_a_wrong_split_test(lines: list[bytes], newline: bool) -> None:
+    reward = CodeExecution()
+    tests = parse_tests(DOUBLE)
+    channel = b"\n".join(lines) + (b"\n" if newline else b"")
+    run = Execution(returncode=0, signal=None, stdout=b"", stderr=b"", channel=channel, wall_seconds=0.1,
+                    isolation=[], limits=Limits())
+    score = reward._judge_tests(tests, run)
+    assert score.error is None and score.value is not None
+    # only results equal to the expected 4 and 10 can pass, whatever else the channel holds
+    paying = {b'{"event":"test","index":0,"value":"4"}', b'{"event":"test","index":1,"value":"10"}'}
+    if score.value > 0:
+        assert paying & set(lines), lines

@@ -373,6 +373,14 @@ def parse_channel(channel: bytes, *, max_line: int, max_total: int,
     return events, None
 
 
+def _excerpt(value: Any, size: int = 200) -> str:
+    """The start of `repr(value)`; a placeholder when there is none (an int past Python's 4,300-digit limit)."""
+    try:
+        return repr(value)[:size]
+    except (ValueError, RecursionError, MemoryError):
+        return f"<a {type(value).__name__} too large to show>"
+
+
 def _stderr_tail(execution: Execution, size: int = 300) -> str:
     text = execution.stderr.decode("utf-8", "replace").strip()
     return text[-size:]
@@ -631,7 +639,7 @@ class CodeExecution(Reward):
             return result
         if not result["passed"]:
             result["error"] = "wrong result"
-            result["got"] = repr(value)[:200]
+            result["got"] = _excerpt(value)
         return result
 
     def _judge_tests(self, tests: CodeTests, run: Execution) -> Score:
