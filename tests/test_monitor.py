@@ -194,6 +194,27 @@ def test_rewardlab_trainer_log_train_vs_held_out_accuracy(tmp_path: Path) -> Non
     assert result.hacking and result.onset is not None and 50 <= result.onset <= 70
 
 
+def test_ensemble_spec_scored_on_logged_completions(tmp_path: Path) -> None:
+    """Disagreement from a real `compose.Ensemble` scored on the completions: exact match vs token F1."""
+    rows = [{"step": 1, "prompt": "q", "completion": "Paris France", "reference": "Paris", "reward": 0.5},
+            {"step": 1, "prompt": "q", "completion": "Paris", "reference": "Paris", "reward": 0.6},
+            {"step": 2, "prompt": "q", "completion": "Paris", "reference": "Paris", "reward": 0.7}]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ensemble = load({"ensemble": {"parts": ["exact_match", "f1"], "penalty": 1.0}})
+    result = analyse_log(read_training_log(path), ensemble=ensemble)
+    assert result.disagreement == pytest.approx({1: (1 / 3 + 0.0) / 2, 2: 0.0})  # std of (0, 2/3) is 1/3
+    with pytest.raises(ValueError, match="must be an"):
+        analyse_log(read_training_log(path), ensemble=load("f1"))
+    with pytest.raises(ValueError, match="not both"):
+        analyse_log(read_training_log(path), ensemble=ensemble, members=["reward"])
+    done = run_cli("monitor", "-q", "--log", str(path), "--ensemble", '{"ensemble": ["exact_match", "f1"]}',
+                   "--output", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    series = json.loads((tmp_path / "r" / "monitor.json").read_text())["series"]["disagreement"]
+    assert series == pytest.approx({"1": 1 / 6, "2": 0.0})
+
+
 def test_analyse_log_errors_name_the_column(tmp_path: Path) -> None:
     log = read_training_log(metric_log(tmp_path / "log.jsonl", hack_at=None))
     with pytest.raises(ValueError, match="gold column 'nope'"):

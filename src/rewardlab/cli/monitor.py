@@ -31,8 +31,12 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     gold.add_argument("--gold", default=None, metavar="SPEC", help="a held-out reward spec scored on the completions")
     gold.add_argument("--gold-column", default=None, metavar="COLUMN",
                       help="a held-out reward already in the log (e.g. rewards/gold/mean)")
-    monitor.add_argument("--members", default=None, metavar="COL,COL,...",
-                         help="completion-row columns of ensemble members: their per-sample std, averaged per step")
+    spread = monitor.add_mutually_exclusive_group()
+    spread.add_argument("--members", default=None, metavar="COL,COL,...",
+                        help="completion-row columns of ensemble members: their per-sample std, averaged per step")
+    spread.add_argument("--ensemble", default=None, metavar="SPEC",
+                        help='an ensemble spec ({"ensemble": {"parts": [...]}}) scored on the logged completions: '
+                             "the std across its parts, averaged per step")
     monitor.add_argument("--window", type=int, default=20, metavar="N", help="logged steps per window (20)")
     monitor.add_argument("--threshold", type=float, default=0.6, metavar="RHO", help="|Spearman rho| to flag (0.6)")
     monitor.add_argument("--persist", type=int, default=5, metavar="K",
@@ -68,21 +72,28 @@ def run_monitor(args: argparse.Namespace) -> int:
         console.print(f"[yellow]skipped[/] {source}:{number}: {reason}", highlight=False)
     if not log.metrics and not log.completions:
         raise CLIError(f"--log {shown}: no row with a numeric 'step'")
-    reward = None
+    reward = ensemble = None
     if args.gold is not None:
         try:
             reward = load(args.gold)
         except (SpecError, ValueError) as error:
             raise CLIError(f"--gold {args.gold!r}: {error}") from error
+    if args.ensemble is not None:
+        try:
+            ensemble = load(args.ensemble)
+        except (SpecError, ValueError) as error:
+            raise CLIError(f"--ensemble {args.ensemble!r}: {error}") from error
     members = [m.strip() for m in args.members.split(",") if m.strip()] if args.members else []
     try:
         result = analyse_log(log, proxy=args.proxy, gold=reward, gold_column=args.gold_column, members=members,
-                             window=args.window, threshold=args.threshold, persist=args.persist, unit=args.unit)
+                             ensemble=ensemble, window=args.window, threshold=args.threshold, persist=args.persist,
+                             unit=args.unit)
     except ValueError as error:
         raise CLIError(f"--log {shown}: {error}") from error
     finally:
-        if reward is not None:
-            reward.close()
+        for loaded in (reward, ensemble):
+            if loaded is not None:
+                loaded.close()
     write_monitor_report(result, args.output, source=shown)
     if result.hacking:
         stdout.print(f"reward hacking suspected from step {result.onset}: {result.proxy_name} rises while "

@@ -411,6 +411,7 @@ def analyse_log(
     gold: Any = None,
     gold_column: str | None = None,
     members: Sequence[str] = (),
+    ensemble: Any = None,
     window: int = DEFAULT_WINDOW,
     threshold: float = DEFAULT_THRESHOLD,
     persist: int = DEFAULT_PERSIST,
@@ -419,11 +420,22 @@ def analyse_log(
     """Proxy and gold per step, divergence windows, length drift, disagreement, KL and best-of-n of a log.
 
     `gold` is a `Reward` scored on the logged completions (its failures are counted and left out);
-    `gold_column` a column already logged (e.g. a TRL reward function with weight 0). `members`: completion-row
-    columns of ensemble members.
+    `gold_column` a column already logged (e.g. a TRL reward function with weight 0). Ensemble disagreement:
+    `members`, completion-row columns of ensemble members, or `ensemble`, a `compose.Ensemble` scored on the
+    logged completions (each part's value is in the score's objectives).
     """
     if gold is not None and gold_column is not None:
         raise ValueError("pass gold (a reward) or gold_column, not both")
+    if members and ensemble is not None:
+        raise ValueError("pass members (logged columns) or ensemble (a reward), not both")
+    if ensemble is not None:
+        from rewardlab.compose import Ensemble
+
+        if not isinstance(ensemble, Ensemble):
+            name = getattr(ensemble, "name", ensemble)
+            raise ValueError(f"ensemble must be an {{'ensemble': ...}} composite, got {name!r}")
+        if not log.completions:
+            raise ValueError("an ensemble needs completion rows (step, prompt, completion) in the log")
     proxy_name = proxy or _proxy_column(log)
     result = MonitorResult(proxy_name=proxy_name, proxy=_series(log, proxy_name), window=window, threshold=threshold,
                            persist=persist)
@@ -482,6 +494,10 @@ def analyse_log(
             if missing:
                 raise ValueError(f"ensemble member columns {missing} are not in the completion rows")
             spread = ensemble_disagreement([[r.get(m) for r in rows] for m in members])
+            result.disagreement = mean_by_step([r["step"] for r in rows], spread)
+        elif ensemble is not None:
+            names = [name for name, _ in ensemble.parts]
+            spread = ensemble_disagreement(ensemble_member_values(score_completions(rows, ensemble), names))
             result.disagreement = mean_by_step([r["step"] for r in rows], spread)
     result.kl = log.metric_series("kl")
     return result
