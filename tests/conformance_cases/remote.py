@@ -22,5 +22,5 @@ def _served_spec() -> str:
 
 
 CASES: dict[str, tuple[Any, ...]] = {
-    "remote": (_served_spec, QA),
+    "remote:http://HOST:PORT": (_served_spec, QA),
 }
