@@ -466,6 +466,9 @@ def test_cli_scores_a_jsonl_file_with_the_code_reward(tmp_path: Path) -> None:
         {"prompt": "add", "response": "print(sum(map(int, input().split())))",
          "reference": {"io": [{"stdin": "2 3", "stdout": "5"}, {"stdin": "1 1", "stdout": "3"}]}},
         {"prompt": "loop", "response": "while True: pass", "reference": {"tests": ["assert True"]}},
+        {"prompt": "forge", "response": "class Yes:\n    def __eq__(self, other):\n        return True\n"
+                                        "def double(x):\n    return Yes()\n",
+         "reference": json.dumps({"calls": [{"fn": "double", "args": [2], "expected": 4}]})},
     ]
     source = tmp_path / "programs.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -478,5 +481,5 @@ def test_cli_scores_a_jsonl_file_with_the_code_reward(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     scored = [json.loads(line)["score"] for line in out.read_text().splitlines()]
-    assert [s["value"] for s in scored] == [1.0, 0.5, 0.0]  # the runaway program fails; it is not an error
-    assert [s["error"] for s in scored] == [None, None, None]
+    assert [s["value"] for s in scored] == [1.0, 0.5, 0.0, 0.0]  # the runaway program fails; it is not an error
+    assert [s["error"] for s in scored] == [None, None, None, None]  # and the forged __eq__ is not plain data
