@@ -68,8 +68,10 @@ def test_kl_masked_mean_and_errors() -> None:
     logp = np.array([[LOGP, LOGP, 0.0]])
     ref = np.array([[REF, REF, -5.0]])
     assert kl_estimate(logp, ref, "k1", mask=np.array([[1, 1, 0]])) == pytest.approx(math.log(2))
+    for verl_name, ours in (("kl", "k1"), ("mse", "k2"), ("low_var_kl", "k3")):
+        assert np.array_equal(kl_estimate(logp, ref, verl_name), kl_estimate(logp, ref, ours))
     with pytest.raises(ValueError, match="estimator"):
-        kl_estimate(logp, ref, "k4")  # type: ignore[arg-type]
+        kl_estimate(logp, ref, "k4")
     with pytest.raises(ValueError, match="shape"):
         kl_k1(np.zeros(2), np.zeros(3))
 

@@ -16,11 +16,9 @@ Arguments are numpy arrays, lists or torch tensors (a tensor in gives a tensor o
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-
-Estimator = Literal["k1", "k2", "k3"]
 
 
 def _is_tensor(x: Any) -> bool:
@@ -64,8 +62,14 @@ def kl_k3(logp: Any, ref_logp: Any, *, clamp: float | None = None) -> Any:
     return value
 
 
-def kl_estimate(logp: Any, ref_logp: Any, estimator: Estimator = "k3", *, mask: Any = None) -> Any:
-    """Per-token KL estimate by `estimator`; with a 0/1 `mask` (same shape), the mean over masked-in tokens."""
+#: verl's `kl_penalty` / `kl_loss_type` names for the same estimators.
+VERL_NAMES = {"kl": "k1", "mse": "k2", "low_var_kl": "k3"}
+
+
+def kl_estimate(logp: Any, ref_logp: Any, estimator: str = "k3", *, mask: Any = None) -> Any:
+    """Per-token KL estimate by `estimator` (k1, k2, k3, or verl's kl, mse, low_var_kl, unclamped); with a 0/1
+    `mask` (same shape), the mean over masked-in tokens."""
+    estimator = VERL_NAMES.get(estimator, estimator)
     if estimator == "k1":
         value = kl_k1(logp, ref_logp)
     elif estimator == "k2":
@@ -73,7 +77,7 @@ def kl_estimate(logp: Any, ref_logp: Any, estimator: Estimator = "k3", *, mask: 
     elif estimator == "k3":
         value = kl_k3(logp, ref_logp)
     else:
-        raise ValueError(f"estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
+        raise ValueError(f"estimator must be k1, k2, k3 (or verl's kl, mse, low_var_kl), got {estimator!r}")
     if mask is None:
         return value
     if _is_tensor(value):
