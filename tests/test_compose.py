@@ -254,3 +254,25 @@ def test_weighted_sum_is_batch_size_invariant(pairs: list[tuple[float, float]], 
     assert whole == chunked
     for (a, b), v in zip(pairs, whole, strict=True):
         assert v == pytest.approx(wa * a + wb * b, rel=1e-9, abs=1e-6)
+
+
+def test_configure_and_close_reach_every_nested_component() -> None:
+    from rewardlab.runtime import FunctionReward
+
+    seen: list[str] = []
+
+    class Leaf(FunctionReward):
+        def configure(self, *, workers: int | None = None, timeout: float | None = None) -> rewardlab.Reward:
+            seen.append(f"configure {self.name} {workers} {timeout}")
+            return self
+
+        def close(self) -> None:
+            seen.append(f"close {self.name}")
+
+    a, b, c = (Leaf(lambda s: 1.0, name=n) for n in "abc")
+    from rewardlab.compose import Gate, Normalized, WeightedSum
+
+    nested = Normalized(Gate(a, WeightedSum([("b", b, 1.0), ("c", c, 2.0)])), "zscore")
+    assert nested.configure(workers=3, timeout=2.0) is nested
+    nested.close()
+    assert seen == ["configure a 3 2.0", "configure b 3 2.0", "configure c 3 2.0", "close a", "close b", "close c"]

@@ -223,14 +223,8 @@ class _Composite(Reward):
         per_part = [reward.score(samples) for _, reward in self.parts]
         return [self.combine_scores([scores[i] for scores in per_part]) for i in range(len(samples))]
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        for _, reward in self.parts:
-            reward.configure(workers=workers, timeout=timeout)
-        return self
-
-    def close(self) -> None:
-        for _, reward in self.parts:
-            reward.close()
+    def components(self) -> list[Reward]:
+        return [reward for _, reward in self.parts]
 
 
 class WeightedSum(_Composite):
@@ -333,14 +327,8 @@ class Gate(Reward):
         inner = self.reward.score(samples)
         return [self.combine_scores(gate, score) for gate, score in zip(gates, inner, strict=True)]
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        self.condition.configure(workers=workers, timeout=timeout)
-        self.reward.configure(workers=workers, timeout=timeout)
-        return self
-
-    def close(self) -> None:
-        self.condition.close()
-        self.reward.close()
+    def components(self) -> list[Reward]:
+        return [self.condition, self.reward]
 
 
 class Normalized(Reward):
@@ -408,12 +396,8 @@ class Normalized(Reward):
                              error=error, info=info))
         return out
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        self.reward.configure(workers=workers, timeout=timeout)
-        return self
-
-    def close(self) -> None:
-        self.reward.close()
+    def components(self) -> list[Reward]:
+        return [self.reward]
 
 
 # --------------------------------------------------------------------------------------- spec builders

@@ -254,13 +254,22 @@ class Reward(ABC):
         """Score a single sample."""
         return self.score([sample])[0]
 
+    def components(self) -> Sequence[Reward]:
+        """The rewards this one is built from (a composite's parts, a wrapper's inner reward): `configure` and
+        `close` reach every one of them. Leaf rewards have none."""
+        return ()
+
     def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        """Set runtime options (worker count, per-sample timeout) where the reward supports them."""
+        """Set runtime options (worker count, per-sample timeout) where the reward supports them; a composite
+        passes them to its components."""
+        for component in self.components():
+            component.configure(workers=workers, timeout=timeout)
         return self
 
     def close(self) -> None:
-        """Release worker processes or models held by the reward (safe to call twice)."""
-        return None
+        """Release worker processes or models held by the reward and its components (safe to call twice)."""
+        for component in self.components():
+            component.close()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
