@@ -198,3 +198,22 @@ def test_a_part_named_like_a_fixed_key_cannot_overwrite_the_score() -> None:
     row = compute_score(data_source="x", solution_str="no", ground_truth="yes", extra_info={}, reward=spec)
     assert row["score"] == 0.0 and row["error"] == 0.0
     assert row["objective.score"] == 0.0 and row["objective.error"] == 2.0
+
+
+def test_reward_loop_manager_form_from_executor_threads() -> None:
+    """verl's reward-loop naive manager (`verl/experimental/reward_loop/reward_manager/naive.py`) runs a sync
+    compute_score with keywords in the event loop's default thread executor, one sample per call, concurrently."""
+    fn = functools.partial(with_reward_kwargs, compute_score, {"reward": {"sum": {"exact_match": 1.0}}})
+
+    async def run() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        calls = [
+            loop.run_in_executor(None, lambda r=r: fn(data_source="x", solution_str=r, ground_truth="yes",
+                                                      extra_info={"num_turns": None, "rollout_reward_scores": {}}))
+            for r in ["yes", "no"] * 8
+        ]
+        return list(await asyncio.gather(*calls))
+
+    rows = asyncio.run(run())
+    assert [row["score"] for row in rows] == [1.0, 0.0] * 8
+    assert all(set(row) == BASE_KEYS | {"exact_match"} for row in rows)
