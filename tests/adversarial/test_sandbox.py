@@ -620,3 +620,44 @@ def test_the_program_sees_only_its_own_processes(box: Sandbox) -> None:
     text = out(run(box, program)).strip()
     pids, me, child = text.rsplit(" ", 2)
     assert ast.literal_eval(pids) == sorted([int(me), int(child)]), text  # no init (root), no host process
+
+
+NOBODY_SCORER = """import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("sandbox_as_nobody", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["sandbox_as_nobody"] = module
+spec.loader.exec_module(module)
+sandbox = module.Sandbox(module.Limits(wall_seconds=10))
+program = '''import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]
+print(caps, libc.ptrace(16, 1, None, None), libc.mount(None, b'/', None, 32 | 4096, None), os.path.exists(%r))
+'''
+run = sandbox.run_program(module.PYTHON, program % sys.argv[2])
+print(json.dumps({"mechanisms": sandbox.isolation.mechanisms(), "stdout": run.stdout.decode(),
+                  "stderr": run.stderr.decode()[-500:]}))
+"""
+
+
+@pytest.mark.skipif(not IS_ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv to become nobody")
+def test_a_non_root_scorers_program_is_root_of_its_user_namespace_without_any_capability(secret_file: Path) -> None:
+    import json
+    import subprocess
+    import sys as _sys
+
+    interpreter = "/usr/bin/python3"
+    script = Path(sandbox_module.__file__)
+    readable = all(parent.stat().st_mode & 0o001 for parent in script.parents) and script.stat().st_mode & 0o004
+    if not os.path.exists(interpreter) or not readable:
+        pytest.skip("nobody cannot run the system python on this checkout's sandbox.py")
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", interpreter, "-c",
+                           NOBODY_SCORER, str(script), str(secret_file)], capture_output=True, text=True, timeout=120,
+                          cwd="/", env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
+    assert done.returncode == 0, (done.stdout, done.stderr, _sys.executable)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if "minimal_root" not in report["mechanisms"]:
+        pytest.skip(f"unprivileged user namespaces are not available here: {report['mechanisms']}")
+    assert "user_namespace" in report["mechanisms"] and "uid" not in report["mechanisms"]
+    caps, ptrace, remount, sees_secret = report["stdout"].split()
+    assert (caps, ptrace, remount, sees_secret) == ("0000000000000000", "-1", "-1", "False"), report

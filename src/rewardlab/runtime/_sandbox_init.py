@@ -283,6 +283,22 @@ def set_no_new_privs() -> None:
         _fail("set no_new_privs")
 
 
+def drop_capabilities() -> None:
+    """Empty the capability bounding set and the process's capabilities: uid 0 of a user namespace (a non-root
+    scorer's program) then cannot ptrace the init, remount, or regain capabilities by executing anything."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, last_cap = 24, 63
+    for capability in range(last_cap + 1):
+        if libc.prctl(pr_capbset_drop, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: none such
+            _fail(f"drop capability {capability} from the bounding set")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty, both halves
+    if libc.capset(header, data) != 0:
+        _fail("clear the capabilities")
+
+
 def write_setting(path: str, value: str) -> bool:
     """Write `value` to a /proc or /sys setting; False when refused."""
     try:
@@ -329,6 +345,7 @@ def run_python(script: str, config: dict[str, Any], close: tuple[int, ...]) -> N
 
 def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None:
     """In the forked child: limits, privileges, then the program (never returns)."""
+    import ctypes
     import resource
 
     uid = config["uid"]
@@ -346,6 +363,9 @@ def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+        elif os.geteuid() == 0:  # root of a user namespace (the scorer is not root): keep its uid, not its powers
+            drop_capabilities()
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: the program owns its /proc/self again
         if script is None:
             os.execve(config["argv"][0], config["argv"], config["env"])
     except BaseException as error:
@@ -443,7 +463,7 @@ def prepare(config: dict[str, Any]) -> None:
 def main() -> None:
     """Steps 1-5 (see the module docstring)."""
     # load now what the child needs after the root is replaced (the scorer's own Python may not be in the new root)
-    import ctypes  # noqa: F401
+    import ctypes
     import resource  # noqa: F401
     import struct  # noqa: F401
     import types  # noqa: F401
@@ -454,6 +474,7 @@ def main() -> None:
     lifeline = config["lifeline_fd"]
     os.set_inheritable(status_fd, False)
     os.set_inheritable(lifeline, False)
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program may not ptrace or open /proc/1/fd
     try:
         prepare(config)
     except (SetupError, OSError) as error:
