@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from rewardlab.bounded_yaml import MAX_YAML_CHARS, YAMLLimitError, load_yaml, load_yaml_file
 from rewardlab.types import Reward
 
 F = TypeVar("F", bound=Callable[..., Reward])
@@ -175,13 +176,18 @@ def _build(name: str, options: Any) -> Reward:
 
 
 def _parse_text(spec: str) -> Any:
+    """Inline JSON/YAML or a spec file → data, bounded in size and alias expansion (`rewardlab.bounded_yaml`)."""
     text = spec.strip()
     if text.startswith(("{", "[")):
+        if len(text) > MAX_YAML_CHARS:
+            raise SpecError(f"inline spec of {len(text):,} characters is over the {MAX_YAML_CHARS:,} limit")
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError, ValueError):
             try:
-                return yaml.safe_load(text)
+                return load_yaml(text, "inline spec")
+            except YAMLLimitError as error:
+                raise SpecError(str(error)) from None
             except yaml.YAMLError as error:
                 raise SpecError(f"spec looks like JSON/YAML but does not parse: {error}") from error
     if text.lower().endswith(_FILE_SUFFIXES) and ":" not in text.split("/")[0]:
@@ -189,9 +195,13 @@ def _parse_text(spec: str) -> Any:
         if not path.is_file():
             raise SpecError(f"reward spec file not found: {path}")
         try:
-            return yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
+            return load_yaml_file(path)  # YAML is a superset of JSON
+        except YAMLLimitError as error:
+            raise SpecError(str(error)) from None
         except yaml.YAMLError as error:
             raise SpecError(f"{path}: not valid YAML/JSON: {error}") from error
+        except (OSError, UnicodeDecodeError) as error:
+            raise SpecError(f"{path}: cannot read the spec file: {error}") from None
     return text
 
 
@@ -206,7 +216,10 @@ def load(spec: Any) -> Reward:
             if not parsed:
                 raise SpecError("empty reward spec")
             return _build(parsed, {})
-        return load(parsed)
+        try:
+            return load(parsed)
+        except RecursionError:
+            raise SpecError("the reward spec is nested too deeply to build") from None
     if isinstance(spec, Mapping):
         if len(spec) != 1:
             raise SpecError(

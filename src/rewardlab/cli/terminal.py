@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from rewardlab.data.jsonl import descriptor_of
 from rewardlab.progress import console, progress_bar
 
 stdout = Console()
@@ -60,8 +61,8 @@ def _nearest_existing(path: Path) -> Path:
 
 def check_output_file(path: Path | str, flag: str) -> None:
     """A file path that can be written (its folder created if missing), a FIFO or `-`; else a one-line `CLIError`."""
-    if str(path) == STREAM:
-        return
+    if descriptor_of(path) is not None:
+        return  # -, /dev/stdout, /dev/fd/N: written straight through the open descriptor
     target = Path(path)
     if target.is_dir():
         raise CLIError(f"{flag} {path}: is a directory, expected a file name")

@@ -126,14 +126,15 @@ def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, byt
                         if not line:
                             break
                         size += len(line)
-                    yield number, None, size
+                    yield number, None, size - (len(line) - len(line.rstrip(b"\r\n")))
                     continue
                 yield number, body, len(body)
     except (OSError, EOFError, zlib.error) as error:
         raise read_failure(path, number, error) from None
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
+    """`parse_constant` hook of `json.loads`: NaN, Infinity and -Infinity are refused (strict JSON)."""
     raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
 
 
@@ -170,7 +171,7 @@ def parse_line(raw: bytes) -> tuple[Any, str | None]:
     if "\x00" in text:
         return None, f"a NUL byte at column {text.index(chr(0)) + 1} (JSON lines never hold one)"
     try:
-        row = json.loads(text, parse_constant=_reject_constant)
+        row = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as error:
         return None, f"invalid JSON: {error.msg} (column {error.colno})"
     except RecursionError:
@@ -214,9 +215,25 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def descriptor_of(path: str | Path) -> int | None:
+    """The open file descriptor a path names (`-` and `/dev/stdout` → 1, `/dev/fd/N` → N), else None."""
+    text = str(path)
+    if text == STDIN:
+        return 1
+    if text in _STD_PATHS:
+        return _STD_PATHS[text]
+    match = _FD_PATH.match(text)
+    return int(match.group(1)) if match else None
+
+
 def is_stream(path: str | Path) -> bool:
-    """True for `-` and for an existing path that is not a regular file or folder (a FIFO, `/dev/stdout`)."""
-    if str(path) == STDIN:
+    """True for `-`, a descriptor path (`/dev/stdout`, `/dev/fd/N`) and an existing path that is not a regular
+    file or folder (a FIFO, a device)."""
+    if descriptor_of(path) is not None:
         return True
     try:
         mode = os.stat(path).st_mode
@@ -230,21 +247,24 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Write to a temporary file beside `path` and move it into place only when the block succeeds.
 
     On any exception (Ctrl-C included) the temporary file is removed and `path` is left untouched. A `.gz` name
-    is written gzip-compressed. `-` (standard output) or an existing non-regular file (a FIFO, `/dev/stdout`)
-    cannot be replaced atomically: it is written straight through.
+    is written gzip-compressed. `-`, `/dev/stdout`, `/dev/fd/N` (an open descriptor, written through a copy of it)
+    and an existing non-regular file (a FIFO, a device) cannot be replaced atomically: they are written straight
+    through. A symbolic link is never replaced: its target is.
     """
     binary = "b" in mode
     encoding = None if binary else "utf-8"
-    if is_stream(path):
-        if str(path) == STDIN:
-            target: IO[Any] = sys.stdout.buffer if binary else sys.stdout
-            yield target
-            target.flush()
-        else:
-            with open(path, mode, encoding=encoding) as handle:
-                yield handle
+    descriptor = descriptor_of(path)
+    if descriptor is not None:
+        if descriptor == 1:
+            sys.stdout.flush()
+        with os.fdopen(os.dup(descriptor), mode, encoding=encoding) as handle:
+            yield handle
         return
-    path = Path(path)
+    if is_stream(path):
+        with open(path, mode, encoding=encoding) as handle:
+            yield handle
+        return
+    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path}: is a directory, not a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -228,8 +228,10 @@ def load_subset_weights(source: str | Path | Mapping[str, Any] | None) -> tuple[
         path = Path(source)
         if not path.is_file():
             raise EvaluationDataError(f"subset-weights file not found: {path}")
+        from rewardlab.bounded_yaml import load_yaml_file
+
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = load_yaml_file(path)  # bounded: a "billion laughs" file is refused, not expanded
         except yaml.YAMLError as error:
             raise EvaluationDataError(f"{path}: not valid JSON/YAML: {error}") from error
         where = str(path)

@@ -144,9 +144,10 @@ class TrainConfig:
         """A config from a YAML file (keys = field names, `-` or `_`), then `overrides` on top."""
         import yaml
 
-        text = Path(path).read_text(encoding="utf-8")
+        from rewardlab.bounded_yaml import load_yaml_file
+
         try:
-            values = yaml.safe_load(text) or {}
+            values = load_yaml_file(path) or {}  # bounded: a "billion laughs" file is refused, not expanded
         except yaml.YAMLError as error:
             raise ValueError(f"{path}: not valid YAML ({error})") from error
         if not isinstance(values, dict):
