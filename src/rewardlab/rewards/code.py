@@ -680,9 +680,10 @@ class CodeExecution(Reward):
         if test_limit is not None:
             return self._failing(info, reason=test_limit[1], limit=test_limit[0])
         if not verdict.complete:
+            if verdict.limit is not None:  # the child stopped at a limit (CPU time, file size): named like the rest
+                sentence = f"{_LIMIT_SENTENCES[verdict.limit]}: {verdict.reason}"
+                return self._failing(info, reason=sentence, limit=verdict.limit)
             reason = f"the run does not count: {verdict.reason}"
-            if verdict.limit is not None:
-                return self._failing(info, reason=reason, limit=verdict.limit)
             tail = _stderr_tail(run)
             return self._failing(info, reason=reason + (f" (stderr: {tail})" if tail else ""))
         return Score(value=self._value(info["passed"], len(tests)), info=info)
