@@ -427,8 +427,8 @@ def test_nothing_of_a_run_outlives_it(box: Sandbox, tmp_path: Path, monkeypatch:
 @pytest.mark.skipif(not IS_ROOT or shutil.which("unshare") is None, reason="needs root and util-linux unshare")
 def test_as_root_here_every_new_mechanism_is_in_force_and_reported(box: Sandbox) -> None:
     isolation = box.isolation
-    assert isolation.ipc_namespace and isolation.minimal_root, isolation.notes
-    assert {"ipc_namespace", "minimal_root", "no_new_privs"} <= set(isolation.mechanisms())
+    assert isolation.ipc_namespace and isolation.uts_namespace and isolation.minimal_root, isolation.notes
+    assert {"ipc_namespace", "uts_namespace", "minimal_root", "no_new_privs"} <= set(isolation.mechanisms())
     assert isolation.memory_cgroup == (memory_cgroups()[0] is not None)
     assert ("memory_cgroup" in isolation.mechanisms()) != ("memfd_filter" in isolation.mechanisms()) or (
         not isolation.memory_cgroup and not isolation.memfd_filter)
@@ -661,3 +661,9 @@ def test_a_non_root_scorers_program_is_root_of_its_user_namespace_without_any_ca
     assert "user_namespace" in report["mechanisms"] and "uid" not in report["mechanisms"]
     caps, ptrace, remount, sees_secret = report["stdout"].split()
     assert (caps, ptrace, remount, sees_secret) == ("0000000000000000", "-1", "-1", "False"), report
+
+
+def test_the_host_name_is_not_the_hosts(box: Sandbox) -> None:
+    need(box, "uts_namespace")
+    seen = out(run(box, "import os, socket\nprint(socket.gethostname(), os.uname().nodename)")).split()
+    assert seen == ["sandbox", "sandbox"] and os.uname().nodename not in seen

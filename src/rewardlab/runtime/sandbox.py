@@ -25,6 +25,7 @@ run time (`Sandbox.isolation`) and reported, never assumed:
   (/run) are out of reach.
 - `ipc_namespace` (via `unshare --ipc`): SysV shared memory, message queues and semaphores are private to the
   run and destroyed with it; shared memory is capped by the namespace's `kernel.shm*` settings.
+- `uts_namespace` (via `unshare --uts`, with the IPC namespace): the program's host name is `sandbox`, not the host's.
 - `memory_cgroup` (cgroup v1 `memory` or v2 `memory.max`, where the scorer may create a child of its own cgroup):
   one cgroup per run bounds everything the run pins (heap of every process, tmpfs files, memfds, SysV shm, pipe
   buffers) to `Limits.total_memory`; an OOM kill in it is reported as the memory limit. Without it, a seccomp
@@ -164,6 +165,7 @@ class Isolation:
     notes: tuple[str, ...] = ()
     user_namespace: bool = False
     ipc_namespace: bool = False
+    uts_namespace: bool = False
     minimal_root: bool = False
     memory_cgroup: bool = False
     memfd_filter: bool = False
@@ -178,7 +180,8 @@ class Isolation:
         """Names of the mechanisms in force, for `Score.info` and reports."""
         names = ["rlimits", "process_group", "no_new_privs"]
         names += [n for n in ("uid", "user_namespace", "pid_namespace", "net_namespace", "mount_namespace",
-                              "ipc_namespace", "minimal_root", "memory_cgroup", "memfd_filter", "seccomp")
+                              "ipc_namespace", "uts_namespace", "minimal_root", "memory_cgroup", "memfd_filter",
+                              "seccomp")
                   if getattr(self, n)]
         if not self.net_namespace:
             names.append("socket_guard")
@@ -560,7 +563,7 @@ class Sandbox:
         for pid_ns, net_ns, mount_ns, ipc_ns, root in attempts:
             # without root, namespaces need a user namespace (unprivileged user namespaces, where allowed)
             candidate = replace(bare, pid_namespace=pid_ns, net_namespace=net_ns, mount_namespace=mount_ns,
-                                ipc_namespace=ipc_ns, minimal_root=root, unshare=unshare,
+                                ipc_namespace=ipc_ns, uts_namespace=ipc_ns, minimal_root=root, unshare=unshare,
                                 user_namespace=not self.drop_privileges and os.geteuid() != 0)
             probe = self._execute([true_bin], {}, b"", candidate, self.limits)
             if probe.returncode == 0 and probe.sandbox_error is None:
@@ -751,7 +754,7 @@ class Sandbox:
                       ["/run/lock", 1 * MiB]],
             "cgroup_procs": os.path.join(cgroup, "cgroup.procs") if cgroup is not None else None,
             "sysctls": [[f"/proc/sys/kernel/{name}", value] for name, value in _IPC_SYSCTLS]
-            if isolation.ipc_namespace else [],
+            * isolation.ipc_namespace + [["/proc/sys/kernel/hostname", "sandbox"]] * isolation.uts_namespace,
             "seccomp": isolation.seccomp or isolation.memfd_filter, "seccomp_memfd": isolation.memfd_filter,
             "workdir": workdir, "rlimits": self._rlimits(limits, uid), "argv": argv, "env": env,
             "python_script": python_script,
@@ -776,6 +779,8 @@ class Sandbox:
                 prefix.append("--net")
             if isolation.ipc_namespace:
                 prefix.append("--ipc")
+            if isolation.uts_namespace:
+                prefix.append("--uts")
             if isolation.mount_namespace:  # a minimal root mounts its own /proc
                 with_proc = isolation.pid_namespace and not isolation.minimal_root
                 prefix += ["--mount", "--mount-proc"] if with_proc else ["--mount"]
