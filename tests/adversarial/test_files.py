@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rewardlab.data.jsonl import MAX_DEPTH, iter_jsonl
 from rewardlab.data.scoring import OutputIsInputError, score_jsonl
@@ -184,6 +187,27 @@ def test_a_100_mb_line_is_a_bad_line_not_a_memory_spike(tmp_path: Path) -> None:
     assert time.monotonic() - start < 60
     assert "in.jsonl:2: line of 104,857,631 bytes is over the" in done.stderr
     assert [row["score"]["value"] for row in strict_rows(out.read_text())] == [1.0, 0.0]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([GOOD.encode(), b"NaN", b"1" * 4400, b"[" * 3000, b'"\\ud83d"', b'{"a": "\\udfff"}',
+                     b"\xef\xbb\xbf{}", b"\r", b"{}\r", b"\x00", b"\xff\xfe", b'"\\u0000"']),
+), max_size=12))
+def test_no_bytes_make_the_reader_raise_and_every_row_is_strict_json(tmp_path: Path, lines: list[bytes]) -> None:
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    seen = list(iter_jsonl(path, max_line_bytes=4000))
+    numbers = [line.number for line in seen]
+    assert numbers == sorted(set(numbers)) and all(1 <= n <= max(1, len(lines)) for n in numbers)
+    for line in seen:
+        assert line.error is None or line.row is None  # a bad line carries no row
+        if line.error is None:
+            text = json.dumps(line.row, allow_nan=False, ensure_ascii=False)  # strict and valid Unicode
+            text.encode("utf-8")
+        else:
+            assert line.error and "\n" not in line.error
 
 
 def test_the_reader_holds_no_more_than_the_cap_and_resumes_on_the_next_line(tmp_path: Path) -> None:
@@ -503,6 +527,27 @@ def test_recursive_aliases_oversized_and_deep_specs_are_spec_errors(tmp_path: Pa
         load("{a: " * 3000 + "1" + "}" * 3000)
 
 
+@settings(max_examples=60, deadline=None)
+@given(levels=st.integers(0, 7), width=st.integers(1, 8))
+def test_expanded_size_counts_every_alias_as_its_whole_subtree(levels: int, width: int) -> None:
+    from rewardlab.bounded_yaml import MAX_YAML_NODES, YAMLLimitError, expanded_size, load_yaml
+
+    text = billion_laughs(levels, width).replace('["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+                                                 "[" + ", ".join(["lol"] * width) + "]")
+    sizes = [1 + width]
+    for _ in range(levels):
+        sizes.append(1 + width * sizes[-1])
+    expected = 1 + sum(1 + size for size in sizes) + 1 + sizes[-1]  # root, a0..aL, then exact_match: *aL
+    node = yaml.compose(text)
+    assert node is not None
+    assert expanded_size(node, "t", limit=10**12) == expected
+    if expected <= MAX_YAML_NODES:
+        assert load_yaml(text)["exact_match"] == yaml.safe_load(text)["exact_match"]
+    else:
+        with pytest.raises(YAMLLimitError):
+            load_yaml(text)
+
+
 def test_ordinary_anchors_still_work() -> None:
     from rewardlab.bounded_yaml import load_yaml
 
@@ -554,6 +599,15 @@ def test_a_pickle_in_a_model_folder_is_refused_not_run(tmp_path: Path, tiny_bert
             load(str(folder))
         assert "\n" not in str(caught.value)
     assert not marker.exists()
+
+
+def test_an_rm_reward_on_a_pickled_folder_is_one_line(tmp_path: Path, tiny_bert_folder: Path) -> None:
+    folder, marker = planted_folder(tmp_path, tiny_bert_folder, 4)
+    source = write_lines(tmp_path / "in.jsonl", [GOOD])
+    done = run_cli("score", "-r", f"rm:{folder}", "-i", str(source), "-o", str(tmp_path / "out.jsonl"))
+    one_line_error(done, "refused to load pytorch_model.bin", "nothing in it was run")
+    assert done.stderr.strip().count("\n") == 0, done.stderr  # not even torch's protocol warning
+    assert not marker.exists() and not (tmp_path / "out.jsonl").exists()
 
 
 def test_train_on_a_pickled_backbone_is_one_line(tmp_path: Path, tiny_bert_folder: Path) -> None:

@@ -10,13 +10,13 @@ the learned model agrees with the checkers.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from rewardlab.cli.terminal import console, stdout
+from rewardlab.data.jsonl import dumps_row, dumps_strict
 from rewardlab.types import PreferencePair, Sample
 
 QUICKSTART_PAIRS = 900
@@ -46,7 +46,7 @@ def _write_pairs(path: Path, pairs: list[PreferencePair]) -> None:
         for pair in pairs:
             row = {"prompt": pair.prompt, "chosen": pair.chosen, "rejected": pair.rejected, "subset": pair.subset,
                    "id": pair.id, "metadata": pair.metadata}
-            handle.write(json.dumps(row) + "\n")
+            handle.write(dumps_row(row) + "\n")
 
 
 def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
@@ -178,7 +178,7 @@ def run_quickstart(args: argparse.Namespace) -> int:
         "evaluation_report": evaluation_report,
         "wall_seconds": time.perf_counter() - start,
     }
-    (output / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (output / "report.json").write_text(dumps_strict(report, indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(_markdown(report), encoding="utf-8")
     if not args.quiet:
         from rich.table import Table

@@ -59,9 +59,12 @@ def refusing_pickles(folder: str | Path) -> Iterator[None]:
     runs; this makes that refusal one readable line instead of torch's many-line message.
     """
     import pickle
+    import warnings
 
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")  # torch, before refusing it
+            yield
     except pickle.UnpicklingError as error:
         path = Path(folder)
         found = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES) if path.is_dir() else []
