@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from rewardlab.data.eval_data import EvaluationDataError, load_subset_weights
 from rewardlab.evaluate import StepRow, evaluate, load_eval_data
-from rewardlab.evaluate.runner import EvaluationDataError, load_subset_weights
 from rewardlab.runtime import batch_reward, reward
 from rewardlab.types import PreferencePair, Prompt, RankedResponses, Sample, Score
 

@@ -28,7 +28,7 @@ from rewardlab.evaluate.metrics import (
     spearman,
     subset_accuracy,
 )
-from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
+from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.robustness import (
     PERTURBATIONS,
     casing,
@@ -39,6 +39,7 @@ from rewardlab.evaluate.robustness import (
     polite_suffix,
     whitespace,
 )
+from rewardlab.types import StepRow
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 

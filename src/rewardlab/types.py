@@ -340,3 +340,35 @@ class RankedResponses:
                     )
                 )
         return out
+
+
+@dataclass
+class StepRow:
+    """One step-labelled solution: `steps` in order, `label` = index of the first wrong step or −1.
+
+    `step_labels` optionally gives one target per step in [0, 1]: 1 = a good step, 0 = a bad one (hard PRM800K
+    +1/0/−1 labels are mapped there by `rewardlab.data.steps`; soft values are Math-Shepherd's estimated chance
+    that a correct answer follows the step). `reference` is the gold final answer when known.
+    """
+
+    prompt: Prompt
+    steps: list[str]
+    label: int
+    subset: str | None = None
+    id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    step_labels: list[float] | None = None
+    reference: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise ValueError("a step-labelled row needs at least one step")
+        if not -1 <= self.label < len(self.steps):
+            raise ValueError(f"label must be -1 or a step index in [0, {len(self.steps) - 1}], got {self.label}")
+        if self.step_labels is not None and len(self.step_labels) != len(self.steps):
+            raise ValueError(f"step_labels has {len(self.step_labels)} entries for {len(self.steps)} steps")
+
+    def sample(self) -> Sample:
+        """The row as a `Sample` with `steps` set and the steps joined by blank lines as the response."""
+        return Sample(prompt=self.prompt, response="\n\n".join(self.steps), steps=list(self.steps),
+                      reference=self.reference, metadata=dict(self.metadata))

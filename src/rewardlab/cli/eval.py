@@ -79,7 +79,8 @@ def results_table(result: dict[str, Any]) -> Table:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run the evaluation; exit 1 on a bad spec, missing or unusable data."""
-    from rewardlab.evaluate.runner import EvaluationDataError, evaluate
+    from rewardlab.data.eval_data import EvaluationDataError
+    from rewardlab.evaluate.runner import evaluate
     from rewardlab.registry import SpecError
 
     if args.batch_size < 1:

@@ -1,6 +1,7 @@
 """Evaluate any reward: pairwise and best-of-N accuracy, calibration, bias slices, robustness, PRM step F1,
 written as `metrics.json` plus a self-contained `report.html` (see docs/evaluate.md)."""
 
+from rewardlab.data.eval_data import EvalData, load_eval_data
 from rewardlab.evaluate.calibration import (
     brier_score,
     calibration_report,
@@ -19,9 +20,10 @@ from rewardlab.evaluate.metrics import (
     spearman,
     subset_accuracy,
 )
-from rewardlab.evaluate.process import StepRow, first_error_f1, first_error_prediction
+from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
-from rewardlab.evaluate.runner import EvalData, PairwiseComparer, evaluate, evaluate_reward, load_eval_data
+from rewardlab.evaluate.runner import PairwiseComparer, evaluate, evaluate_reward
+from rewardlab.types import StepRow
 
 __all__ = [
     "PERTURBATIONS",

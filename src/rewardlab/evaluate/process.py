@@ -1,40 +1,14 @@
 """Process rewards: first-error-step prediction and its F1, as in ProcessBench (Zheng et al. 2024).
 
-A step-labelled row says which step of a solution is the first wrong one (`label` = its 0-based index) or that
-every step is right (`label` = −1). A process reward gives one score per step (`Score.steps`); its prediction
-is the first step scoring below `threshold`, or −1 when none does.
+A step-labelled row (`rewardlab.types.StepRow`) says which step of a solution is the first wrong one (`label` =
+its 0-based index) or that every step is right (`label` = −1). A process reward gives one score per step
+(`Score.steps`); its prediction is the first step scoring below `threshold`, or −1 when none does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
-
-from rewardlab.types import Prompt, Sample
-
-
-@dataclass
-class StepRow:
-    """One step-labelled solution: `steps` in order, `label` = index of the first wrong step or −1."""
-
-    prompt: Prompt
-    steps: list[str]
-    label: int
-    subset: str | None = None
-    id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.steps:
-            raise ValueError("a step-labelled row needs at least one step")
-        if not -1 <= self.label < len(self.steps):
-            raise ValueError(f"label must be -1 or a step index in [0, {len(self.steps) - 1}], got {self.label}")
-
-    def sample(self) -> Sample:
-        """The row as a `Sample` with `steps` set and the steps joined by blank lines as the response."""
-        return Sample(prompt=self.prompt, response="\n\n".join(self.steps), steps=list(self.steps),
-                      metadata=dict(self.metadata))
 
 
 def first_error_prediction(step_scores: Sequence[float], threshold: float) -> int:
