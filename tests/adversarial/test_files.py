@@ -244,6 +244,24 @@ def test_a_bad_json_file_is_one_line_naming_it(tmp_path: Path, content: bytes) -
     one_line_error(run_cli("data", "inspect", str(source)), "pairs.json")
 
 
+def test_train_and_eval_name_file_and_line_of_every_skipped_row(tmp_path: Path, tiny_bert_folder: Path) -> None:
+    rows: list[str | bytes] = [PAIR.replace("good", f"good {i}") for i in range(8)]
+    rows[2], rows[5] = LONG_INT.encode(), b'{"prompt": "p", "chosen": "caf\xe9", "rejected": "b"}'
+    source = write_lines(tmp_path / "pairs.jsonl", rows)
+    done = run_cli("eval", "-r", "length", "-d", str(source), "-o", str(tmp_path / "ev"), "-q",
+                   "--robustness-pairs", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pairs.jsonl:3: invalid JSON: Exceeds the limit (4300 digits)" in done.stderr
+    assert "pairs.jsonl:6: invalid UTF-8" in done.stderr
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert [r["row"] for r in metrics["data"]["load_report"]["skipped_rows"]] == [3, 6]
+    done = run_cli("train", "--data", str(source), "--backbone", str(tiny_bert_folder), "--output",
+                   str(tmp_path / "rm"), "--max-steps", "1", *TRAIN_FLAGS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pairs.jsonl:3: invalid JSON: Exceeds the limit (4300 digits)" in done.stderr
+    assert "pairs.jsonl:6: invalid UTF-8" in done.stderr
+
+
 def test_eval_names_file_and_line_of_a_bad_best_of_n_row(tmp_path: Path) -> None:
     rows = [json.dumps({"prompt": "p", "chosen": "a", "rejected": ["b", "c"]}),
             '{"prompt": "p", "chosen": "a", "rejected": ["b"], "n": ' + "1" * 5000 + "}"]

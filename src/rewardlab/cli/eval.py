@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, console, stdout
+from rewardlab.cli.terminal import CLIError, console, report_skipped, stdout
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -102,6 +102,8 @@ def run_eval(args: argparse.Namespace) -> int:
         raise CLIError(str(error)) from error
     except ValueError as error:
         raise CLIError(f"--data {args.data}: {error}") from error
+    load_report = result.get("data", {}).get("load_report") or {}
+    report_skipped(args.data, load_report.get("skipped_rows", []), total=load_report.get("skipped"))
     stdout.print(results_table(result))
     if not args.quiet:
         written = "metrics.json, scores.jsonl" + ("" if args.no_report else ", report.html")

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from rewardlab.data.jsonl import descriptor_of
 from rewardlab.progress import console, progress_bar
@@ -15,7 +16,7 @@ from rewardlab.progress import console, progress_bar
 stdout = Console()
 
 __all__ = ["CLIError", "check_input_file", "check_output_file", "check_output_folder", "console", "naming",
-           "progress_bar", "stdout"]
+           "progress_bar", "report_skipped", "stdout"]
 
 STREAM = "-"
 """The path that means standard input (for inputs) or standard output (for outputs)."""
@@ -33,6 +34,18 @@ def naming(path: Path | str, error: BaseException | str) -> str:
     """`error`'s message prefixed with `path`, unless it already starts with it."""
     text = str(error)
     return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
+def report_skipped(source: object, skipped: list[tuple[int, str]] | list[dict[str, object]], total: int | None = None,
+                   shown: int = 20) -> None:
+    """Print `skipped SOURCE:LINE: reason` on stderr for the first `shown` skipped rows, then how many more."""
+    rows = [(int(str(r["row"])), str(r["reason"])) if isinstance(r, dict) else r for r in skipped]
+    for number, reason in rows[:shown]:
+        console.print(f"[yellow]skipped[/] {escape(str(source))}:{number}: {escape(reason)}", highlight=False,
+                      soft_wrap=True)
+    more = (total if total is not None else len(rows)) - min(shown, len(rows))
+    if more > 0:
+        console.print(f"[yellow]… {more} more skipped rows are counted in the report[/]", highlight=False)
 
 
 def check_input_file(path: Path | str, flag: str) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import CLIError, check_output_folder, console, stdout
+from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
 
 # flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it
 _FLAGS: list[tuple[str, str, Any, str]] = [
@@ -91,6 +91,9 @@ def run_train(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         raise CLIError(str(error)) from error
     metrics = result.metrics
+    for part, source in (("train", config.data), ("eval", config.eval_data)):
+        report = (metrics.get("load") or {}).get(part) or {}
+        report_skipped(source, report.get("skipped", []))
     if not args.quiet:
         accuracy = metrics.get("eval_accuracy")
         shown = f"{accuracy:.4f} on {metrics.get('eval_pairs')} pairs" if accuracy is not None else "no held-out pairs"

@@ -43,6 +43,10 @@ class EvalData:
         return len(self.pairs) + len(self.best_of_n) + len(self.steps)
 
 
+SKIPPED_ROWS_SHOWN = 100
+"""How many skipped rows (line number and reason) the load report lists; `skipped` counts them all."""
+
+
 def _parse_rows_slice(rows: str | slice | None) -> slice | None:
     if rows is None or isinstance(rows, slice):
         return rows
@@ -144,6 +148,7 @@ def load_eval_data(
             data.source["load_report"] = {
                 "rows_read": summary.get("rows"),
                 "skipped": len(summary.get("skipped", [])),
+                "skipped_rows": summary.get("skipped", [])[:SKIPPED_ROWS_SHOWN],  # [{"row", "reason"}], file's lines
                 "excluded": {k: len(v) for k, v in summary.get("excluded", {}).items()},
                 "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
             }
