@@ -1,6 +1,7 @@
 """The init of one sandboxed run: builds the program's world, forks it, drops its privileges, reports how it ended.
 
-Run by path, never imported: `PYTHON -s -S _sandbox_init.py CONFIG` by `rewardlab.runtime.sandbox` inside fresh
+Imported from its folder and run, `PYTHON -s -S -c "...; import _sandbox_init; _sandbox_init.main()" CONFIG` (so
+that its cached bytecode is reused; running it as a script works too), by `rewardlab.runtime.sandbox` inside fresh
 namespaces (usually as PID 1 of a new PID namespace, as root). It must run on any Python >= 3.8 (the program's
 interpreter may be the system's), imports only the standard library, and imports nothing that the script's own
 folder could shadow before taking that folder off `sys.path`. Steps, in order:
@@ -25,7 +26,7 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
+sys.path[:] = [entry for entry in sys.path if entry and os.path.abspath(entry) != _HERE]  # nor the cwd
 
 import _signal as signal  # type: ignore[import-not-found]  # noqa: E402  (builtin: cannot be shadowed; no enum)
 import _thread  # noqa: E402

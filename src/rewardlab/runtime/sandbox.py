@@ -42,10 +42,12 @@ needs and the command line that runs it.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import marshal
 import os
 import platform
+import py_compile
 import selectors
 import shutil
 import signal
@@ -257,6 +259,21 @@ class Execution:
 
 # The init of each run (`_sandbox_init.py`, run by path with the program's interpreter or the scorer's, `-s -S`).
 INIT_SCRIPT = str(Path(__file__).with_name("_sandbox_init.py"))
+# imported rather than run as a script, so that its compiled bytecode (__pycache__) is reused on every run
+_INIT_BOOT = (f"import sys; sys.path.insert(0, {os.path.dirname(INIT_SCRIPT)!r}); import _sandbox_init; "
+              "_sandbox_init.main()")
+_INIT_COMPILED: list[bool] = []
+
+
+def _compile_init() -> None:
+    """Write the init's bytecode to __pycache__ once per process (the runs' interpreters never write it)."""
+    if _INIT_COMPILED:
+        return
+    _INIT_COMPILED.append(True)
+    with contextlib.suppress(OSError, py_compile.PyCompileError):
+        cached = importlib.util.cache_from_source(INIT_SCRIPT)
+        if not os.path.exists(cached) or os.path.getmtime(cached) < os.path.getmtime(INIT_SCRIPT):
+            py_compile.compile(INIT_SCRIPT, cfile=cached, doraise=True)
 
 
 def reachable_by_others(path: str | os.PathLike[str]) -> bool:
@@ -533,6 +550,7 @@ class Sandbox:
             return _DETECTED[key]
 
     def _detect(self) -> Isolation:
+        _compile_init()
         notes: list[str] = []
         if not self.drop_privileges:
             notes.append("not root (or drop_privileges=False): the program runs as the scorer's uid and "
@@ -763,11 +781,11 @@ class Sandbox:
         with open(config_path, "wb") as handle:
             marshal.dump(config, handle, 2)
         if python_script is None:
-            command = [sys.executable, "-I", "-S", INIT_SCRIPT, config_path]
+            command = [sys.executable, "-I", "-S", "-c", _INIT_BOOT, config_path]
             init_env = {"PATH": _SAFE_PATH}
         else:  # the init is the interpreter the program will run in: the environment is set at its start-up
             interpreter = python_interpreter_for_sandbox(need_others=uid is not None)
-            command = [interpreter, "-s", "-S", INIT_SCRIPT, config_path]
+            command = [interpreter, "-s", "-S", "-c", _INIT_BOOT, config_path]
             init_env = {k: v for k, v in env.items() if not k.startswith("REWARDLAB_")}
         if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
             prefix = [isolation.unshare or "unshare"]
