@@ -444,7 +444,7 @@ def test_without_namespaces_the_program_still_runs_and_says_what_is_missing() ->
     assert bare.run_program(PYTHON, "print(6 * 7)").stdout == b"42\n"
 
 
-def test_the_init_is_a_real_module_run_by_path() -> None:
+def test_the_init_is_a_real_module_not_a_string() -> None:
     source = Path(INIT_SCRIPT).read_text()
     compile(source, INIT_SCRIPT, "exec")
     assert "def main()" in source and not hasattr(sandbox_module, "_INIT_SOURCE")
