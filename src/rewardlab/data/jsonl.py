@@ -99,7 +99,7 @@ def read_failure(path: str | Path, line: int, error: BaseException) -> JsonlRead
 
 
 def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
-    """(number, line bytes without the BOM, or None when over `max_line_bytes`, length in bytes) of every line."""
+    """(number, line bytes (newline kept, BOM dropped) or None when over `max_line_bytes`, length) of every line."""
     number = 0
     try:
         handle = open_binary(path)
@@ -118,8 +118,7 @@ def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, byt
                 number += 1
                 if number == 1 and line.startswith(_BOM):
                     line = line[len(_BOM):]
-                body = line.rstrip(b"\r\n")
-                if len(body) > max_line_bytes:
+                if len(line) > max_line_bytes and len(line.rstrip(b"\r\n")) > max_line_bytes:
                     size = len(line)
                     while not line.endswith(b"\n"):
                         line = handle.readline(_CHUNK)
@@ -128,7 +127,7 @@ def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, byt
                         size += len(line)
                     yield number, None, size - (len(line) - len(line.rstrip(b"\r\n")))
                     continue
-                yield number, body, len(body)
+                yield number, line, len(line)
     except (OSError, EOFError, zlib.error) as error:
         raise read_failure(path, number, error) from None
 
@@ -136,6 +135,9 @@ def _raw_lines(path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, byt
 def reject_constant(name: str) -> Any:
     """`parse_constant` hook of `json.loads`: NaN, Infinity and -Infinity are refused (strict JSON)."""
     raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
+
+
+_STRICT_DECODER = json.JSONDecoder(parse_constant=reject_constant)
 
 
 def row_problem(row: Any, check_surrogates: bool) -> str | None:
@@ -164,23 +166,25 @@ def row_problem(row: Any, check_surrogates: bool) -> str | None:
 
 def parse_line(raw: bytes) -> tuple[Any, str | None]:
     """(row, None) for a valid JSON line, else (None, why it is not one)."""
+    if b"\x00" in raw:
+        return None, f"a NUL byte at byte {raw.index(0) + 1} (JSON lines never hold one)"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         return None, f"invalid UTF-8 at byte {error.start + 1} ({raw[error.start:error.start + 1]!r})"
-    if "\x00" in text:
-        return None, f"a NUL byte at column {text.index(chr(0)) + 1} (JSON lines never hold one)"
     try:
-        row = json.loads(text, parse_constant=reject_constant)
+        row = _STRICT_DECODER.decode(text)
     except json.JSONDecodeError as error:
         return None, f"invalid JSON: {error.msg} (column {error.colno})"
     except RecursionError:
         return None, "invalid JSON: nested too deeply"
     except ValueError as error:  # an integer of more than 4,300 digits, NaN / Infinity
         return None, f"invalid JSON: {str(error).split(';')[0]}"
-    problem = row_problem(row, check_surrogates=_SURROGATE_ESCAPE.search(raw) is not None)
-    if problem is not None:
-        return None, problem
+    surrogates = _SURROGATE_ESCAPE.search(raw) is not None
+    if surrogates or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:  # else neither problem can be there
+        problem = row_problem(row, check_surrogates=surrogates)
+        if problem is not None:
+            return None, problem
     return row, None
 
 
@@ -193,7 +197,7 @@ def iter_jsonl(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Ite
         if raw is None:
             yield JsonlLine(number, error=f"line of {size:,} bytes is over the {max_line_bytes:,}-byte limit")
             continue
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
         row, error = parse_line(raw)
         yield JsonlLine(number, row=row, error=error)
@@ -203,7 +207,7 @@ def count_lines(path: str | Path) -> int | None:
     """Number of non-blank lines (for progress bars); None for a stream that can be read only once."""
     if str(path) == STDIN or not Path(path).is_file():
         return None
-    return sum(1 for _, raw, _ in _raw_lines(path, MAX_LINE_BYTES) if raw is None or raw.strip())
+    return sum(1 for _, raw, _ in _raw_lines(path, MAX_LINE_BYTES) if raw is None or (raw and not raw.isspace()))
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
