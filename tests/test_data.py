@@ -363,3 +363,27 @@ def test_cli_data_inspect_real_hh_with_minilm(shared_data: Path) -> None:
     assert report["examples"]["empty_chosen"] == [87, 517, 926, 1104]  # the data's own empty chosen responses
     assert 0 < report["counts"]["response_truncated"] < report["counts"]["over_length"] < report["pairs"]
     assert report["token_lengths"]["max"] > 256 and report["response_tokens_dropped"] > 0
+
+
+def test_jsonl_lines_by_hand(tmp_path: Path) -> None:
+    from rewardlab.data.jsonl import iter_jsonl
+
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n\n  \n[1, 2]\n{"b": NaN}\n"\\u00e9"\n{"c": "\\ud800"}\n')
+    lines = list(iter_jsonl(path))
+    assert [(line.number, line.row) for line in lines if line.error is None] == [(1, {"a": 1}), (4, [1, 2]), (6, "é")]
+    assert [(line.number, line.error) for line in lines if line.error is not None] == [
+        (5, "invalid JSON: NaN is not JSON (strict JSON has no NaN or Infinity)"),
+        (7, "a string holds a lone surrogate ('\\ud800'), which is not valid Unicode"),
+    ]
+
+
+def test_gzip_output_round_trips_through_the_atomic_writer(tmp_path: Path) -> None:
+    from rewardlab.data.jsonl import atomic_writer, iter_jsonl
+
+    path = tmp_path / "rows.jsonl.gz"
+    with atomic_writer(path) as handle:
+        handle.write('{"x": 1}\n{"x": 2}\n')
+    assert gzip.decompress(path.read_bytes()) == b'{"x": 1}\n{"x": 2}\n'
+    assert [line.row for line in iter_jsonl(path)] == [{"x": 1}, {"x": 2}]
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl.gz"]  # no temporary file left

@@ -80,3 +80,23 @@ def test_families_and_plugins_register() -> None:
         rewardlab.load("test_prefix")
     with pytest.raises(ValueError, match="already registered"):
         register("test_prefix")(ExactMatch)
+
+
+def test_yaml_expansion_is_counted_by_hand() -> None:
+    import yaml
+
+    from rewardlab.bounded_yaml import YAMLLimitError, expanded_size, load_yaml
+
+    # root mapping 1 + key a 1 + [1, 2] 3 + key b 1 + *x expanded 3 = 9 nodes (8 in the text: the alias is shared)
+    node = yaml.compose("a: &x [1, 2]\nb: *x\n")
+    assert node is not None and expanded_size(node, "t") == 9
+    with pytest.raises(YAMLLimitError, match="more than 8 nodes"):
+        expanded_size(node, "t", limit=8)
+    assert load_yaml("") is None and load_yaml("exact_match") == "exact_match"
+
+
+def test_spec_files_in_yaml_with_anchors_still_load(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("sum:\n  exact_match: &w 1.0\n  f1: *w\n")
+    reward = rewardlab.load(str(spec))
+    assert reward.score_one(Sample(response="Paris", reference="Paris")).value == 2.0

@@ -127,6 +127,14 @@ def test_summary_json_may_not_be_the_input_either(tmp_path: Path) -> None:
     assert source.read_bytes() == before
 
 
+def test_summary_json_may_not_be_the_output(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [GOOD])
+    out = tmp_path / "o.jsonl"
+    one_line_error(run_cli("score", "-r", "exact_match", "-i", str(source), "-o", str(out), "--summary-json",
+                           str(out)), "would replace the scores")
+    assert not out.exists()
+
+
 # =============================================================================== bad rows, every reader
 
 

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console, progress_bar, stdout
-from rewardlab.data.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict
+from rewardlab.data.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
 from rewardlab.data.scoring import (
     MalformedInputError,
     OutputIsInputError,
@@ -80,6 +80,9 @@ def run_score(args: argparse.Namespace) -> int:
         if args.summary_json is not None:
             check_output_file(args.summary_json, "--summary-json")
             check_output_is_not_input(args.input, args.summary_json)
+            if str(args.summary_json) == str(args.output) or same_file(args.summary_json, args.output):
+                raise CLIError(f"--summary-json {args.summary_json} is the --output file: the summary would "
+                               "replace the scores", code=2)
     except OutputIsInputError as error:
         raise CLIError(str(error), code=2) from error
     if args.batch_size < 1:
