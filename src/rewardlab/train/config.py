@@ -9,6 +9,7 @@ from typing import Any
 
 SCHEDULERS = ("cosine", "linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
+OBJECTIVES = ("pairwise", "process")
 
 
 @dataclass
@@ -91,6 +92,11 @@ class TrainConfig:
     """Read at most this many rows of `data` (quick experiments)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Extra JSON saved with the model's metadata."""
+    objective: str = "pairwise"
+    """pairwise (preference pairs → `RewardModel`, `loss`) or process (step-labelled rows → `PRMModel`, per-step
+    binary cross-entropy on hard or soft step labels; see docs/prm.md)."""
+    step_join: str = "\n\n"
+    """Process objective: the text joining the steps the PRM reads (saved with the model)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -115,6 +121,7 @@ class TrainConfig:
             (self.keep_checkpoints >= 1, f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}"),
             (self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}"),
             (self.eval_batch_size >= 1, f"eval_batch_size must be >= 1, got {self.eval_batch_size}"),
+            (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}"),
         ]
         for ok, message in checks:
             if not ok:

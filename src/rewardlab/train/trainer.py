@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from rewardlab.data.jsonl import dumps_strict
 from rewardlab.train.config import TrainConfig
-from rewardlab.types import PreferencePair
+from rewardlab.types import PreferencePair, StepRow
 
 if TYPE_CHECKING:
     import torch
 
-    from rewardlab.models import RewardModel
 
 LOG_FILE = "train_log.jsonl"
 METRICS_FILE = "metrics.json"
@@ -320,14 +319,22 @@ def _disable_dropout(module: torch.nn.Module) -> None:
             sub.p = 0.0
 
 
-def _prepare_model(config: TrainConfig) -> RewardModel:
-    """The reward model on the configured backbone, with LoRA, frozen embeddings and unused pooler frozen."""
+def _prepare_model(config: TrainConfig) -> Any:
+    """The reward model (or, for the process objective, the PRM) on the configured backbone, with LoRA, frozen
+    embeddings and unused pooler frozen."""
     from rewardlab.models import RewardModel
 
-    model = RewardModel.from_backbone(config.backbone, pooling=config.pooling)
+    if config.objective == "process":
+        from rewardlab.models.prm import PRMModel
+
+        if config.lora_r > 0:
+            raise ValueError("lora_r: LoRA is not supported with objective 'process' yet (use freeze_layers)")
+        model: Any = PRMModel.from_backbone(config.backbone, step_join=config.step_join)
+    else:
+        model = RewardModel.from_backbone(config.backbone, pooling=config.pooling)
     if config.disable_dropout:
         _disable_dropout(model)
-    if model.pooling != "cls":  # the BERT pooler is unused: freeze it (DDP needs every trainable param used)
+    if getattr(model, "pooling", None) != "cls":  # the unused BERT pooler: frozen (DDP needs every param used)
         pooler = getattr(model.backbone, "pooler", None)
         if pooler is not None:
             for parameter in pooler.parameters():
@@ -525,10 +532,13 @@ def train_reward_model(
     eval_pairs: Sequence[PreferencePair] | None = None,
     quiet: bool = False,
     stop_after_steps: int | None = None,
+    steps: Sequence[StepRow] | None = None,
+    eval_steps: Sequence[StepRow] | None = None,
 ) -> TrainResult:
     """Train a reward model as `config` says; returns where it is saved and the measured metrics.
 
-    `pairs`/`eval_pairs` override `config.data`/`config.eval_data`. `stop_after_steps` raises
+    `pairs`/`eval_pairs` override `config.data`/`config.eval_data` (`steps`/`eval_steps` for the process
+    objective, which trains a `PRMModel` on step-labelled rows). `stop_after_steps` raises
     `TrainingInterrupted` right after that optimizer step, writing nothing more (a simulated kill, for tests).
     The output folder receives a run only when it finishes (see the module docstring); `config.output` naming
     a file is a `ValueError`.
@@ -538,7 +548,8 @@ def train_reward_model(
         raise ValueError(f"output {output}: is a file, expected a folder for the model")
     created = not output.exists()
     try:
-        return _train(config, pairs=pairs, eval_pairs=eval_pairs, quiet=quiet, stop_after_steps=stop_after_steps)
+        return _train(config, pairs=pairs, eval_pairs=eval_pairs, quiet=quiet, stop_after_steps=stop_after_steps,
+                      steps=steps, eval_steps=eval_steps)
     except TrainingInterrupted:
         raise
     except BaseException:
@@ -554,6 +565,8 @@ def _train(
     eval_pairs: Sequence[PreferencePair] | None,
     quiet: bool,
     stop_after_steps: int | None,
+    steps: Sequence[StepRow] | None = None,
+    eval_steps: Sequence[StepRow] | None = None,
 ) -> TrainResult:
     """The body of `train_reward_model`."""
     import torch
@@ -574,7 +587,27 @@ def _train(
 
     # ---- data: loaded, split and tokenised once
     load_reports: dict[str, Any] = {}
-    if pairs is None:
+    process = config.objective == "process"
+    if process:
+        from rewardlab.train import process as step_objective
+
+        if steps is None:
+            if config.data is None:
+                raise ValueError("no training data: set TrainConfig.data (a step-rows file) or pass steps=")
+            step_rows, load_reports["train"] = step_objective.read_step_rows(config.data, limit=config.limit)
+        else:
+            step_rows = list(steps)
+        if eval_steps is not None:
+            eval_rows = list(eval_steps)
+        elif config.eval_data is not None:
+            eval_rows, load_reports["eval"] = step_objective.read_step_rows(config.eval_data, limit=None)
+        else:
+            step_rows, eval_rows = step_objective.held_out_step_split(step_rows, config.eval_split, config.seed)
+        if not step_rows:
+            raise ValueError("no training step rows left after the held-out split")
+        train_list: list[PreferencePair] = []
+        eval_list: list[PreferencePair] = []
+    elif pairs is None:
         if config.data is None:
             raise ValueError("no training data: set TrainConfig.data (a file or dataset) or pass pairs=")
         train_list, load_reports["train"] = _read_pairs(config.data, limit=config.limit)
@@ -586,7 +619,7 @@ def _train(
         eval_list, load_reports["eval"] = _read_pairs(config.eval_data, limit=None)
     else:
         train_list, eval_list = _held_out_split(train_list, config.eval_split, config.seed)
-    if not train_list:
+    if not train_list and not process:
         raise ValueError("no training pairs left after the held-out split")
 
     set_seed(config.seed)
@@ -594,24 +627,38 @@ def _train(
     tokenizer = model.tokenizer
     pad_id = model.pad_token_id
     encode_start = time.perf_counter()
-    train_data = encode_pairs(tokenizer, train_list, max_length=config.max_length, truncation=config.truncation)
-    eval_data = encode_pairs(tokenizer, eval_list, max_length=config.max_length, truncation=config.truncation)
+    train_data: Any
+    eval_data: Any
+    if process:
+        train_data = step_objective.encode_step_rows(tokenizer, step_rows, max_length=config.max_length,
+                                                     join=config.step_join)
+        eval_data = step_objective.encode_step_rows(tokenizer, eval_rows, max_length=config.max_length,
+                                                    join=config.step_join)
+        if not len(train_data):
+            raise ValueError(f"no training step row fits max_length={config.max_length}")
+    else:
+        train_data = encode_pairs(tokenizer, train_list, max_length=config.max_length, truncation=config.truncation)
+        eval_data = encode_pairs(tokenizer, eval_list, max_length=config.max_length, truncation=config.truncation)
     encode_seconds = time.perf_counter() - encode_start
-    segment_ids = bool(config.segment_ids and getattr(model, "_pass_token_type_ids", False)
+    segment_ids = bool(not process and config.segment_ids and getattr(model, "_pass_token_type_ids", False)
                        and any(t is not None for t in train_data.chosen_types))
     model.uses_token_type_ids = segment_ids
 
     from rewardlab.train.losses import PAIRWISE_LOSSES
 
-    if config.loss not in PAIRWISE_LOSSES:
+    if config.loss not in PAIRWISE_LOSSES and not process:
         raise ValueError(f"unknown loss {config.loss!r}; known: {sorted(PAIRWISE_LOSSES)}")
-    loss_fn = PAIRWISE_LOSSES[config.loss]
+    loss_fn = PAIRWISE_LOSSES.get(config.loss)
 
     use_bf16 = config.precision == "bf16" or (config.precision == "auto" and bf16_supported(device))
     autocast = _autocast_factory(device, use_bf16)
 
     head_params = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("backbone.")]
     body_params = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith("backbone.")]
+    if process:  # the PRM's head is the token classifier's linear layer
+        head_ids = {id(p) for p in model.head.parameters()}
+        head_params = [p for p in model.parameters() if p.requires_grad and id(p) in head_ids]
+        body_params = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     optimizer = torch.optim.AdamW(
         [{"params": body_params, "lr": config.lr}, {"params": head_params, "lr": config.head_lr or config.lr}],
         lr=config.lr, weight_decay=config.weight_decay,
@@ -691,18 +738,27 @@ def _train(
         if not len(eval_data):
             return {}
         shard = list(range(rank, len(eval_data), world))
-        parts = held_out_accuracy_sums(accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
-                                  batch_size=config.eval_batch_size, autocast=autocast, indices=shard,
-                                  segment_ids=segment_ids)
+        if process:
+            parts = step_objective.held_out_step_sums(
+                accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
+                batch_size=config.eval_batch_size, autocast=autocast, indices=shard)
+        else:
+            parts = held_out_accuracy_sums(accelerator.unwrap_model(model), eval_data, pad_id=pad_id, device=device,
+                                           batch_size=config.eval_batch_size, autocast=autocast, indices=shard,
+                                           segment_ids=segment_ids)
         names = sorted(set(eval_data.subset))
         packed = [parts["correct"], parts["pairs"], parts["loss_sum"]]
         for name in names:
             packed.extend(parts["subsets"].get(name, [0.0, 0.0]))
+        packed.extend(parts.get("first_error", []))
         total = accelerator.reduce(torch.tensor(packed, dtype=torch.float64, device=device), reduction="sum")
         values = total.tolist()
         summed = {"correct": values[0], "pairs": int(values[1]), "loss_sum": values[2],
                   "subsets": {n: values[3 + 2 * k : 5 + 2 * k] for k, n in enumerate(names)}}
         result = _summarise_eval(summed)
+        if process:
+            result.update(step_objective.first_error_summary(values[3 + 2 * len(names):]))
+            result["eval_unit"] = "steps"
         rewards = torch.tensor(parts["rewards"], dtype=torch.float64)
         result["_rewards"] = rewards
         return result
@@ -727,9 +783,18 @@ def _train(
                     sync = k == config.grad_accum - 1
                     context = contextlib.nullcontext() if sync else accelerator.no_sync(model)
                     with context:
+                        if process:
+                            loss, hits, n_steps = step_objective.step_batch_loss(
+                                model, train_data, indices, pad_id, device, autocast)
+                            # mean over the slice's steps x its share of the batch's steps x P
+                            accelerator.backward(loss * (n_steps / max(1, train_data.steps_in(batch)) * world))
+                            window_loss += torch.tensor([float(loss.detach()) * n_steps, hits, n_steps],
+                                                        dtype=torch.float64, device=device)
+                            continue
                         rc, rr = _pair_rewards(model, train_data, indices, pad_id, device, autocast, segment_ids)
                         margin = torch.tensor([train_data.margin[i] for i in indices], device=device)
                         tie = torch.tensor([train_data.tie[i] for i in indices], device=device)
+                        assert loss_fn is not None
                         loss = loss_fn(rc, rr, margin=margin, tie=tie)
                         # mean over the slice x its share of the global batch x P (DDP averages over processes)
                         weight = len(indices) / len(batch) * world
@@ -810,7 +875,7 @@ def _train(
             "training_metrics": {k: v for k, v in metrics.items() if k not in ("load",)},
             **config.metadata,
         }
-        if rewards is not None and len(rewards) > 1:
+        if rewards is not None and len(rewards) > 1 and not process:
             metadata["reward_mean"] = float(rewards.mean())
             metadata["reward_std"] = float(rewards.std())
             metadata["reward_stats_source"] = "held-out pairs, final model" if world == 1 else (
