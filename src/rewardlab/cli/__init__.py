@@ -1,13 +1,16 @@
 """`rewardlab <verb>`: a thin command line over the Python API.
 
 Each verb lives in its own module here and defines `add_parser(subparsers, parent)` (the argparse
-sub-parser, with `set_defaults(run=...)`); the modules are found by scanning this package.
+sub-parser, with `set_defaults(run=...)`); the modules are found by scanning this package. A refused file or
+value (`OSError`, `ValueError`) is printed as one `error:` line, exit status 1; `REWARDLAB_TRACEBACK=1` shows
+the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -49,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         return error.code
     except (OSError, ValueError) as error:  # a file or value the library refused: one line, no traceback
+        if os.environ.get("REWARDLAB_TRACEBACK"):
+            raise
         console.print(f"[bold red]error:[/] {type(error).__name__}: {escape(str(error))}", highlight=False,
                       soft_wrap=True)
         return 1
