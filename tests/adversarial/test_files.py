@@ -107,6 +107,15 @@ def test_score_refuses_stdout_redirected_onto_the_input(tmp_path: Path) -> None:
     assert source.read_bytes() == before
 
 
+def test_stdin_from_the_file_that_is_the_output_is_refused(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [GOOD, "{broken"])
+    before = source.read_bytes()
+    with open(source, "rb") as stdin:
+        done = run_cli("score", "-r", "exact_match", "-i", "-", "-o", str(source), stdin=stdin)
+    one_line_error(done, "is the input file")
+    assert source.read_bytes() == before
+
+
 def test_the_python_api_refuses_it_too(tmp_path: Path) -> None:
     from rewardlab.registry import load
 

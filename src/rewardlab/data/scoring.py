@@ -7,12 +7,14 @@ The output may be a `.jsonl.gz` (written compressed), `-` (standard output) or a
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.data.jsonl import STDIN, atomic_writer, dumps_row, iter_jsonl, same_file
+from rewardlab.data.jsonl import STDIN, atomic_writer, descriptor_of, dumps_row, iter_jsonl
 from rewardlab.types import Reward, Sample, Score
 
 
@@ -24,11 +26,24 @@ class OutputIsInputError(ValueError):
     """The output path names the input file itself (same path, hard link or symbolic link)."""
 
 
+def _identity(path: str | Path, *, reading: bool) -> tuple[int, int] | None:
+    """(device, inode) of the regular file a path names (`-` = stdin when reading, stdout when writing), or None."""
+    try:
+        if str(path) == STDIN:
+            info = os.fstat(0 if reading else 1)
+        else:
+            descriptor = None if reading else descriptor_of(path)
+            info = os.fstat(descriptor) if descriptor is not None else os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+
+
 def check_output_is_not_input(input_path: str | Path, output_path: str | Path) -> None:
-    """Raise `OutputIsInputError` when writing `output_path` would replace `input_path` (compared by dev + inode)."""
-    if str(input_path) == STDIN and str(output_path) == STDIN:
-        return
-    same = same_file(input_path, output_path)
+    """Raise `OutputIsInputError` when writing `output_path` would replace `input_path` (compared by dev + inode;
+    `-` is standard input or output, so `< in.jsonl -o in.jsonl` is caught too)."""
+    source = _identity(input_path, reading=True)
+    same = source is not None and source == _identity(output_path, reading=False)
     if not same and str(input_path) != STDIN:
         try:
             same = Path(input_path).resolve() == Path(output_path).resolve()
