@@ -682,6 +682,18 @@ def pairs_file(tmp_path: Path, n: int = 16) -> Path:
     return write_lines(tmp_path / "pairs.jsonl", rows)
 
 
+@pytest.mark.parametrize("verb", ["eval", "quickstart"])
+def test_eval_and_quickstart_output_that_is_a_file_is_refused_before_any_work(tmp_path: Path, verb: str) -> None:
+    target = tmp_path / "report.txt"
+    target.write_text("keep me\n")
+    pairs = write_lines(tmp_path / "pairs.jsonl", [PAIR])
+    args = ["eval", "-r", "length", "-d", str(pairs), "-o", str(target)] if verb == "eval" else \
+        ["quickstart", "--output", str(target), "--pairs", "20"]
+    start = time.monotonic()
+    one_line_error(run_cli(*args, "-q"), "report.txt", "is a file")
+    assert target.read_text() == "keep me\n" and time.monotonic() - start < 60
+
+
 def test_train_output_that_is_a_file_is_one_line(tmp_path: Path, tiny_bert_folder: Path) -> None:
     target = tmp_path / "model.txt"
     target.write_text("keep me\n")

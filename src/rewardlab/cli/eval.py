@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, console, report_skipped, stdout
+from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -87,6 +87,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.bins < 1:
         raise CLIError(f"--bins must be >= 1, got {args.bins}")
+    check_output_folder(args.output, "--output")
     if not Path(args.data).exists() and Path(args.data).suffix in (".jsonl", ".json", ".gz", ".parquet", ".ndjson"):
         raise CLIError(f"--data: file not found: {args.data}")
     try:

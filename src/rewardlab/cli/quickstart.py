@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import console, stdout
+from rewardlab.cli.terminal import check_output_folder, console, stdout
 from rewardlab.data.jsonl import dumps_row, dumps_strict
 from rewardlab.types import PreferencePair, Sample
 
@@ -124,6 +124,7 @@ def run_quickstart(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     output: Path = args.output
+    check_output_folder(output, "--output")
     output.mkdir(parents=True, exist_ok=True)
     pairs = quickstart_pairs(args.pairs, seed=args.seed)
     n_eval = max(1, round(QUICKSTART_EVAL_FRACTION * len(pairs)))
