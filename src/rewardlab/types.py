@@ -12,7 +12,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, Any]
 Prompt = str | list[Message]
@@ -273,6 +273,18 @@ class Reward(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+@runtime_checkable
+class PairwiseComparer(Protocol):
+    """The one judge interface for pairs: `compare_pairs([(prompt, first, second), ...])` → P(first ≻ second).
+
+    Pointwise and pairwise judges are `Reward`s; a pairwise judge also has `compare_pairs`, which `rewardlab eval`
+    uses to score preference pairs in both orders (position consistency).
+    """
+
+    def compare_pairs(self, items: Sequence[tuple[Prompt, str, str]]) -> list[float | None]:
+        """Probability that the first response is better, or `None` when the judge gives no verdict."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from rich.progress import TaskID
 
@@ -33,15 +33,7 @@ from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
 from rewardlab.runtime.batching import score_in_batches
-from rewardlab.types import PreferencePair, Prompt, Reward, Sample, Score
-
-
-@runtime_checkable
-class PairwiseComparer(Protocol):
-    """A pairwise judge: `compare_pairs([(prompt, first, second), ...])` → P(first ≻ second) per item."""
-
-    def compare_pairs(self, items: Sequence[tuple[Prompt, str, str]]) -> list[float | None]:
-        """Probability that the first response is better, or `None` when the judge gives no verdict."""
+from rewardlab.types import PairwiseComparer, PreferencePair, Reward, Sample, Score
 
 
 def response_length(text: str) -> int:
@@ -199,6 +191,15 @@ def evaluate_reward(
     decided = [k for k, p in enumerate(plan.pair_meta) if not p.tie]
     chosen_v = [values[plan.pair_index[k][0]] for k in range(len(plan.pair_index))]
     rejected_v = [values[plan.pair_index[k][1]] for k in range(len(plan.pair_index))]
+    verdicts: tuple[list[float | None], list[float | None]] | None = None
+    if isinstance(reward, PairwiseComparer) and plan.pair_meta:
+        verdicts = (reward.compare_pairs([(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]),
+                    reward.compare_pairs([(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]))
+        if all(v is None for v in chosen_v + rejected_v):  # a pairwise-only judge: its verdicts are the values
+            for k, (ab, ba) in enumerate(zip(*verdicts, strict=True)):
+                p_chosen = None if ab is None or ba is None else (ab + 1.0 - ba) / 2
+                chosen_v[k] = p_chosen
+                rejected_v[k] = None if p_chosen is None else 1.0 - p_chosen
     chosen_len = [response_length(p.chosen) for p in plan.pair_meta]
     rejected_len = [response_length(p.rejected) for p in plan.pair_meta]
 
@@ -230,12 +231,8 @@ def evaluate_reward(
     )
     metrics["length_bias"]["unit"] = "words"
 
-    if isinstance(reward, PairwiseComparer) and plan.pair_meta:
-        items_ab = [(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]
-        items_ba = [(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]
-        metrics["position_consistency"] = {
-            "applicable": True, **position_consistency(reward.compare_pairs(items_ab), reward.compare_pairs(items_ba))
-        }
+    if verdicts is not None:
+        metrics["position_consistency"] = {"applicable": True, **position_consistency(*verdicts)}
     else:
         metrics["position_consistency"] = {
             "applicable": False,

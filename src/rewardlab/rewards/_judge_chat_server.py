@@ -1,0 +1,113 @@
+"""A local Hugging Face causal LM behind the OpenAI chat-completions schema (`POST /v1/chat/completions`).
+
+Serves one judge model to many processes on loopback (and is the fixture the judge tests talk to). Supports
+`messages`, `max_tokens`, `temperature`, `seed`, `logprobs` + `top_logprobs` (of the first generated token), and
+returns `usage` token counts. A trailing assistant message is continued (its content is the answer's prefix).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rewardlab.rewards._judge_backends import HFBackend
+
+
+def create_chat_app(model_path: str, *, model_name: str = "local", device: str = "cpu") -> Any:
+    """A FastAPI app answering `/v1/chat/completions` and `/v1/models` with the causal LM in `model_path`."""
+    import torch
+    from fastapi import FastAPI, HTTPException
+    from fastapi.responses import JSONResponse
+
+    backend = HFBackend(model_path, device=device, batch_size=1)
+    lock = threading.Lock()
+    app = FastAPI(title="rewardlab chat completions")
+    app.state.requests = 0
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model"}]}
+
+    @app.post("/v1/chat/completions")
+    def chat(body: dict[str, Any]) -> JSONResponse:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+            raise HTTPException(status_code=400, detail="messages must be a non-empty list of {role, content}")
+        max_tokens = int(body.get("max_tokens") or 16)
+        temperature = float(body.get("temperature") or 0.0)
+        seed = int(body.get("seed") or 0)
+        prefix = ""
+        if messages[-1].get("role") == "assistant":
+            prefix = messages[-1]["content"]
+            messages = messages[:-1]
+        with lock:
+            app.state.requests += 1
+            model, tokenizer = backend.load()
+            text = backend.render(messages) + prefix
+            batch = tokenizer([text], return_tensors="pt", add_special_tokens=False)
+            width = batch["input_ids"].shape[1]
+            with torch.no_grad():
+                if temperature > 0:
+                    torch.manual_seed(seed)
+                generated = model.generate(**batch, max_new_tokens=max_tokens, do_sample=temperature > 0,
+                                           temperature=temperature if temperature > 0 else None, top_k=0 if
+                                           temperature > 0 else None, top_p=1.0 if temperature > 0 else None,
+                                           pad_token_id=tokenizer.pad_token_id, output_scores=True,
+                                           return_dict_in_generate=True)
+            new = generated.sequences[0, width:]
+            content = tokenizer.decode(new, skip_special_tokens=True)
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": "length" if len(new) >= max_tokens else "stop"}
+            if body.get("logprobs"):
+                k = int(body.get("top_logprobs") or 0)
+                logprobs = torch.log_softmax(generated.scores[0][0].float(), dim=-1)
+                top = torch.topk(logprobs, k=max(1, min(k, 20)))
+                choice["logprobs"] = {"content": [{
+                    "token": tokenizer.decode(new[:1]), "logprob": float(logprobs[new[0]]),
+                    "top_logprobs": [{"token": tokenizer.decode([int(t)]), "logprob": float(v)}
+                                     for v, t in zip(top.values, top.indices, strict=True)]}]}
+        return JSONResponse({
+            "id": f"chatcmpl-{app.state.requests}", "object": "chat.completion", "created": int(time.time()),
+            "model": model_name, "choices": [choice],
+            "usage": {"prompt_tokens": width, "completion_tokens": len(new),
+                      "total_tokens": width + len(new)}})
+
+    return app
+
+
+@contextlib.contextmanager
+def serve_chat_model(model_path: str, *, model_name: str = "local", host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve `model_path` on a free loopback port in a background thread; yields the API base URL (`.../v1`)."""
+    import httpx
+    import uvicorn
+
+    from rewardlab.serve.background import free_port
+
+    port = free_port(host)
+    server = uvicorn.Server(uvicorn.Config(create_chat_app(model_path, model_name=model_name), host=host, port=port,
+                                           log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, name="rewardlab-chat-server", daemon=True)
+    thread.start()
+    base = f"http://{host}:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                break
+        time.sleep(0.05)
+    else:
+        server.should_exit = True
+        raise RuntimeError(f"the chat server on {base} did not start within 30 s")
+    try:
+        yield base + "/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
