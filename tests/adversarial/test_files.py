@@ -546,6 +546,17 @@ def test_yaml_bomb_through_the_cli_verbs(tmp_path: Path) -> None:
     assert not (tmp_path / "rm").exists()
 
 
+def test_a_yaml_bomb_as_a_judge_criteria_file_is_a_spec_error(tmp_path: Path) -> None:
+    from rewardlab.registry import SpecError, load
+
+    criteria = tmp_path / "criteria.yaml"
+    criteria.write_text(billion_laughs())
+    start = time.monotonic()
+    with pytest.raises(SpecError, match="expands to more than"):
+        load({"judge:echo": {"criteria_file": str(criteria)}})
+    assert time.monotonic() - start < 5
+
+
 def test_recursive_aliases_oversized_and_deep_specs_are_spec_errors(tmp_path: Path) -> None:
     from rewardlab.registry import SpecError, load
 

@@ -85,14 +85,14 @@ def _criteria_list(raw: Any, where: str) -> list[tuple[str, str, float]]:
 
 
 def _read_criteria_file(path: str) -> list[tuple[str, str, float]]:
-    import yaml
+    from rewardlab.bounded_yaml import load_yaml
 
     file = Path(path).expanduser()
     if not file.is_file():
         raise ValueError(f"criteria_file {path!r} does not exist")
     text = file.read_text("utf-8")
     if file.suffix in (".yaml", ".yml", ".json"):
-        return _criteria_list(yaml.safe_load(text), f"criteria_file {path}")
+        return _criteria_list(load_yaml(text, f"criteria_file {path}"), f"criteria_file {path}")  # bounded
     return _criteria_list([line.strip() for line in text.splitlines() if line.strip()], f"criteria_file {path}")
 
 
