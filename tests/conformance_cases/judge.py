@@ -59,4 +59,5 @@ def implicit_spec() -> dict[str, Any]:
 # float32 forward passes round differently with batch composition (padding); 1e-4 as rm:
 CASES: dict[str, tuple[Any, ...]] = {
     "judge:MODEL": (judge_spec, SAMPLES, {"atol": 1e-4}),
+    "implicit:POLICY": (implicit_spec, SAMPLES, {"atol": 1e-4}),
 }
