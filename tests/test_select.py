@@ -225,3 +225,17 @@ def test_openai_generator_names_an_unreachable_endpoint() -> None:
     generator = OpenAIGenerator("http://127.0.0.1:9/v1", "m", retries=0, timeout=2)
     with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:9"):
         generator.generate("Q", n=1, max_new_tokens=2)
+
+
+def test_evaluate_reports_accuracy_vs_n_for_best_of_n_rows(tmp_path: Path) -> None:
+    from rewardlab.evaluate import evaluate
+    from rewardlab.types import RankedResponses
+
+    rows = [RankedResponses(prompt=f"q{i}", responses=["a much longer correct answer here", "short", "no", "x"])
+            for i in range(3)]
+    result = evaluate("length", rows, output_dir=tmp_path, quiet=True, robustness_pairs=0)
+    curves = result["selection_curves"]
+    assert curves["n"] == [1, 2, 4]
+    assert curves["accuracy"]["bon"][-1] == 1.0  # length ranks the correct (longest) one first
+    assert curves["accuracy"]["random"][0] == pytest.approx(0.25)
+    assert 'data-plot="accuracy_vs_n:length"' in (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -154,6 +154,29 @@ def grouped_bars_plot(
     return _figure_to_data_uri(fig)
 
 
+def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
+    """Accuracy of each selection method against the number of candidates N (log2 axis), oracle and random
+    dashed (see `rewardlab.select.curves.accuracy_vs_n`)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    ns = list(curves.get("n", []))
+    for i, (method, values) in enumerate(curves.get("accuracy", {}).items()):
+        dashed = method in ("oracle", "random")
+        ax.plot(ns, values, marker="o", ms=3, ls="--" if dashed else "-", label=method,
+                color="#888" if method == "random" else _COLORS[i % len(_COLORS)])
+    if ns:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("candidates N")
+    ax.set_ylabel("accuracy of the pick")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    return _figure_to_data_uri(fig)
+
+
 def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
     def get(m: Mapping[str, Any], *keys: str) -> Any:
         cur: Any = m
@@ -265,6 +288,11 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
                           "reward vs length; accuracy when chosen is longer "
                           f"{_fmt(m['length_bias']['chosen_longer']['accuracy'])}, shorter "
                           f"{_fmt(m['length_bias']['chosen_shorter']['accuracy'])}"))
+        curves = m.get("selection_curves")
+        if curves and curves.get("n"):
+            parts.append(_img(accuracy_vs_n_plot(curves, label), f"accuracy_vs_n:{label}",
+                              f"best-of-N rows: accuracy of the pick vs N ({curves.get('prompts')} prompts, "
+                              f"{curves.get('trials')} random subsets each)"))
         errors = m.get("errors", {})
         if errors.get("n"):
             parts.append(f"<p class='muted'>{errors['n']} samples failed; first: "

@@ -243,8 +243,14 @@ def evaluate_reward(
         metrics["best_of_n"] = best_of_n_accuracy(
             [values[pos[0]] for pos in plan.best_index], [[values[j] for j in pos[1:]] for pos in plan.best_index]
         ).to_dict()
+        from rewardlab.select.curves import accuracy_vs_n  # responses[0] is the correct one of each row
+
+        metrics["selection_curves"] = accuracy_vs_n(
+            [row.responses for row in data.best_of_n], [[j == 0 for j in range(len(pos))] for pos in plan.best_index],
+            [[values[j] for j in pos] for pos in plan.best_index], methods=("bon",), seed=seed)
     else:
         metrics["best_of_n"] = None
+        metrics["selection_curves"] = None
 
     if data.steps:
         predictions: list[int | None] = []

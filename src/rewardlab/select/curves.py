@@ -1,6 +1,7 @@
 """Accuracy against the number of candidates N (1, 2, 4, ...) for each selection method: for every N, many
 seeded random subsets of N candidates per prompt; a pick counts when the chosen candidate is correct.
-`oracle` (any of the N correct, pass@N) and `random` (the mean correctness) bound the methods."""
+`oracle` (any of the N correct, pass@N) and `random` (the expected accuracy of a random pick, exactly: the mean
+correctness of the prompt's candidates) bound the methods."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def accuracy_vs_n(
                             pick = pick_best([values[i][s] for s in subset])
                     sums[method][j] += float(pick is not None and correct[i][subset[pick]])
                 sums["oracle"][j] += float(any(correct[i][s] for s in subset))
-                sums["random"][j] += sum(correct[i][s] for s in subset) / n
+                sums["random"][j] += sum(correct[i]) / m  # exact: a random pick's expected accuracy
             count += 1
     return {"n": ns, "accuracy": {m: [s / count for s in sums[m]] for m in names}, "prompts": len(usable),
             "trials": trials, "equivalence": equivalence}
