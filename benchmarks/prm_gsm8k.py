@@ -7,7 +7,8 @@ Data: the GSM8K train solutions in ../shared/data/gsm8k-train.jsonl.gz (one step
 first (held-out problems never seen in training); each gives its gold solution (every step right, label −1)
 and one copy where one step's arithmetic result is changed (first error at that step; `data.steps.gsm8k_step_rows`
 with corrupt_fraction 1.0). Model: `PRMModel` on the embedded all-MiniLM-L6-v2, trained with the trainer's
-process objective (per-step BCE; steps from the first error on labelled 0). Figures on the held-out rows:
+process objective (per-step BCE; steps after the first error unlabelled, `after_first_error="ignore"`). Figures
+on the held-out rows:
 ProcessBench first-error F1 (`evaluate.process.first_error_f1`; the step threshold is chosen on held-out
 validation problems of the training pool, never on the test rows; F1 at 0.5 is reported too), step-level F1
 for flagging bad steps, and beside them the chance levels: a predictor that picks the first-error position (or "none")
@@ -76,7 +77,8 @@ def main() -> int:
     started = time.perf_counter()
     config = TrainConfig(objective="process", backbone="minilm", output=args.output, max_steps=args.steps,
                          batch_size=args.batch_size, lr=args.lr, max_length=256, freeze_layers=args.freeze_layers,
-                         eval_split=0.0, seed=args.seed, log_every=10, save_every=0, warmup_ratio=0.05)
+                         eval_split=0.0, seed=args.seed, log_every=10, save_every=0, warmup_ratio=0.05,
+                         after_first_error="ignore")
     result = train_reward_model(config, steps=train_rows, quiet=True)
     train_seconds = time.perf_counter() - started
 
@@ -101,8 +103,9 @@ def main() -> int:
             predictions.append(None)
             continue
         predictions.append(first_error_prediction(score.steps, threshold))
-        predicted_bad.extend(s < threshold for s in score.steps)
-        truly_bad.extend(t < 0.5 for t in step_targets(row))
+        targets = step_targets(row, after_error="ignore")  # steps after the first error are unlabelled
+        predicted_bad.extend(s < threshold for s, t in zip(score.steps, targets, strict=True) if t is not None)
+        truly_bad.extend(t < 0.5 for t in targets if t is not None)
     labels = [row.label for row in eval_rows]
     measured = first_error_f1(predictions, labels)
 

@@ -189,3 +189,27 @@ def test_prm_trains_with_the_process_objective_only(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="objective"):
         TrainConfig(objective="listwise")
+
+
+def test_cli_trains_a_prm_that_prm_scoring_loads(tiny_backbones: dict[str, str], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "steps.jsonl"
+    rows = [{"prompt": "2+2?", "steps": ["2 + 2 = 4", "so 4"], "label": -1},
+            {"prompt": "2+2?", "steps": ["2 + 2 = 5", "so 5"], "step_labels": [-1, 0]}] * 3
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "rewardlab", "train", "--data", str(data), "--objective", "process",
+                           "--after-first-error", "ignore", "--backbone", tiny_backbones["bert"], "--output",
+                           str(tmp_path / "prm"), "--max-steps", "2", "--batch-size", "2", "--max-length", "48", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (score,) = rewardlab.load(f"prm:{tmp_path / 'prm'}").score([Sample(prompt="2+2?", response="2 + 2 = 4\n\nso 4")])
+    assert score.error is None and len(score.steps or []) == 2
+
+
+def test_after_first_error_targets() -> None:
+    row = StepRow("p", ["a", "b", "c"], label=1)
+    assert step_targets(row, after_error="ignore") == [1.0, 0.0, None]
+    with pytest.raises(ValueError, match="after_error"):
+        step_targets(row, after_error="drop")

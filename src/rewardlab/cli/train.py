@@ -36,6 +36,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--save-every", "save_every", int, "checkpoint every N steps; 0 = every epoch (100)"),
     ("--num-threads", "num_threads", int, "CPU threads per process (cores / processes)"),
     ("--limit", "limit", int, "read at most N rows of --data"),
+    ("--objective", "objective", str, "pairwise (preference pairs) or process (step-labelled rows: a PRM)"),
+    ("--after-first-error", "after_first_error", str, "process: steps after the first error are zero or ignore"),
 ]
 
 

@@ -98,14 +98,19 @@ def load_step_rows(path: str | Path, *, limit: int | None = None, neutral: float
     return rows
 
 
-def step_targets(row: StepRow) -> list[float]:
+def step_targets(row: StepRow, *, after_error: str = "zero") -> list[float | None]:
     """Per-step training targets in [0, 1]: the row's `step_labels` when set; else from `label`: 1 before the
-    first error, 0 from it on (a prefix holding an error is a wrong prefix, as Math-Shepherd's prefix values)."""
+    first error, 0 at it, and after it 0 (`after_error="zero"`: a prefix holding an error is a wrong prefix, as
+    Math-Shepherd's prefix values) or None (`"ignore"`: unlabelled, as ProcessBench and PRM800K stop labelling at
+    the first error)."""
+    if after_error not in ("zero", "ignore"):
+        raise ValueError(f"after_error must be 'zero' or 'ignore', got {after_error!r}")
     if row.step_labels is not None:
         return list(row.step_labels)
     if row.label == -1:
         return [1.0] * len(row.steps)
-    return [1.0 if i < row.label else 0.0 for i in range(len(row.steps))]
+    after = 0.0 if after_error == "zero" else None
+    return [1.0 if i < row.label else (0.0 if i == row.label else after) for i in range(len(row.steps))]
 
 
 # ---------------------------------------------------------------- GSM8K: gold and corrupted solutions

@@ -97,6 +97,9 @@ class TrainConfig:
     binary cross-entropy on hard or soft step labels; see docs/prm.md)."""
     step_join: str = "\n\n"
     """Process objective: the text joining the steps the PRM reads (saved with the model)."""
+    after_first_error: str = "zero"
+    """Process objective, rows labelled by first error only: steps after it are wrong prefixes (zero) or unlabelled
+    (ignore, as ProcessBench / PRM800K)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -122,6 +125,8 @@ class TrainConfig:
             (self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}"),
             (self.eval_batch_size >= 1, f"eval_batch_size must be >= 1, got {self.eval_batch_size}"),
             (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}"),
+            (self.after_first_error in ("zero", "ignore"),
+             f"after_first_error must be 'zero' or 'ignore', got {self.after_first_error!r}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -47,9 +47,10 @@ class EncodedStepRows:
                 "prompt_tokens_dropped": self.prompt_tokens_dropped, "skipped_too_long": self.skipped}
 
 
-def encode_step_rows(tokenizer: Any, rows: Sequence[StepRow], *, max_length: int, join: str) -> EncodedStepRows:
+def encode_step_rows(tokenizer: Any, rows: Sequence[StepRow], *, max_length: int, join: str,
+                     after_error: str = "zero") -> EncodedStepRows:
     """Tokenise every row once (`rewardlab.models.prm.encode_steps`); rows whose steps alone exceed `max_length`
-    are skipped and counted."""
+    are skipped and counted; steps without a target (`after_error="ignore"`) are not read."""
     from rewardlab.data.steps import step_targets
     from rewardlab.models.prm import StepsTooLong, encode_steps
 
@@ -63,9 +64,10 @@ def encode_step_rows(tokenizer: Any, rows: Sequence[StepRow], *, max_length: int
             continue
         except ValueError as error:
             raise ValueError(f"step row {index} (id {row.id!r}): cannot encode: {error}") from error
+        targets = step_targets(row, after_error=after_error)
         out.input_ids.append(encoded.input_ids)
-        out.step_ends.append(encoded.step_ends)
-        out.targets.append([float(t) for t in step_targets(row)])
+        out.step_ends.append([e for e, t in zip(encoded.step_ends, targets, strict=True) if t is not None])
+        out.targets.append([float(t) for t in targets if t is not None])
         out.labels.append(row.label)
         out.subset.append(row.subset or "all")
         if encoded.prompt_tokens_dropped:

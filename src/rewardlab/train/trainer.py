@@ -631,9 +631,11 @@ def _train(
     eval_data: Any
     if process:
         train_data = step_objective.encode_step_rows(tokenizer, step_rows, max_length=config.max_length,
-                                                     join=config.step_join)
+                                                     join=config.step_join,
+                                                     after_error=config.after_first_error)
         eval_data = step_objective.encode_step_rows(tokenizer, eval_rows, max_length=config.max_length,
-                                                    join=config.step_join)
+                                                    join=config.step_join,
+                                                    after_error=config.after_first_error)
         if not len(train_data):
             raise ValueError(f"no training step row fits max_length={config.max_length}")
     else:
