@@ -20,6 +20,7 @@ from rewardlab.data.scoring import (
     score_jsonl,
 )
 from rewardlab.registry import SpecError, available, combinators, load
+from rewardlab.types import Sample, Score
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -42,6 +43,10 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     score.add_argument("--on-error", choices=("skip", "fail"), default="skip",
                        help="malformed input lines: skip and report them (default), or stop")
     score.add_argument("--summary-json", type=Path, default=None, metavar="FILE", help="also write the summary as JSON")
+    score.add_argument("--ray", action="store_true",
+                       help="score with Ray Data map_batches (local cluster, or RAY_ADDRESS); same output file")
+    score.add_argument("--ray-actors", type=int, default=2, metavar="N",
+                       help="Ray actors, each with its own reward (2)")
     score.set_defaults(run=run_score)
 
     listing = subparsers.add_parser("list", parents=[parent], help="list registered rewards and combinators")
@@ -114,7 +119,7 @@ def run_score(args: argparse.Namespace) -> int:
             task = bar.add_task(f"scoring with {reward.name}", total=total)
             summary = score_jsonl(
                 reward, args.input, args.output, batch_size=args.batch_size, on_error=args.on_error,
-                on_progress=lambda n: bar.advance(task, n), on_skip=skipped,
+                on_progress=lambda n: bar.advance(task, n), on_skip=skipped, **_ray_scoring(args),
             )
     except MalformedInputError as error:
         raise CLIError(f"{error} (nothing written; use --on-error skip to skip such lines)") from error
@@ -133,6 +138,26 @@ def run_score(args: argparse.Namespace) -> int:
     if not args.quiet:
         console.print(summary_table(summary, f"{args.output}"))
     return 0
+
+
+def _ray_scoring(args: argparse.Namespace) -> dict[str, Any]:
+    """`score_jsonl` options that hand the scoring to Ray Data (`--ray`): a scorer and a large window."""
+    if not args.ray:
+        return {}
+    if args.ray_actors < 1:
+        raise CLIError(f"--ray-actors must be >= 1, got {args.ray_actors}")
+    from rewardlab.serve.ray_data import score_samples_ray
+
+    runtime = {"workers": args.workers, "timeout": args.timeout}
+
+    def scorer(samples: list[Sample]) -> list[Score]:
+        try:
+            return score_samples_ray(args.reward, samples, batch_size=args.batch_size, actors=args.ray_actors,
+                                     runtime=runtime)
+        except RuntimeError as error:  # ray is not installed
+            raise CLIError(str(error)) from None
+
+    return {"batch_scorer": scorer, "window": 65536}
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rewardlab.data.jsonl import STDIN, atomic_writer, descriptor_of, dumps_row, iter_jsonl
+from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import Reward, Sample, Score
 
 
@@ -128,7 +129,7 @@ def parse_sample(row: Any) -> Sample:
 
 
 def score_jsonl(
-    reward: Reward,
+    reward: Reward | None,
     input_path: str | Path,
     output_path: str | Path,
     *,
@@ -136,8 +137,14 @@ def score_jsonl(
     on_error: Literal["skip", "fail"] = "skip",
     on_progress: Callable[[int], None] | None = None,
     on_skip: Callable[[int, str], None] | None = None,
+    batch_scorer: Callable[[list[Sample]], list[Score]] | None = None,
+    window: int | None = None,
 ) -> ScoringSummary:
     """Score every row of `input_path` and write each row plus `"score"` to `output_path` (atomically).
+
+    Samples are scored `window` rows at a time (default `batch_size`) by `batch_scorer` (default:
+    `runtime.batching.score_in_batches(reward, ..., batch_size=batch_size)`); `rewardlab score --ray` passes
+    `rewardlab.serve.ray_data.score_samples_ray` and a large window, so both write the same file.
 
     Rows: `{"prompt": str | messages, "response": str, "reference": any, ...}`; other fields pass through.
     A malformed line is skipped and reported (`on_error="skip"`) or stops the run with `MalformedInputError`
@@ -148,12 +155,18 @@ def score_jsonl(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if on_error not in ("skip", "fail"):
         raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    if window is not None and window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
     check_output_is_not_input(input_path, output_path)
     summary = ScoringSummary()
     batch: list[tuple[dict[str, Any], Sample]] = []
+    if batch_scorer is None and reward is None:
+        raise ValueError("score_jsonl needs a reward or a batch_scorer")
+    scorer = batch_scorer or (lambda samples: score_in_batches(reward, samples, batch_size=batch_size))  # type: ignore[arg-type]
+    limit = window or batch_size
 
     def flush(handle: Any) -> None:
-        scores = reward.score([sample for _, sample in batch])
+        scores = scorer([sample for _, sample in batch])
         for (row, _), score in zip(batch, scores, strict=True):
             summary.add(score)
             handle.write(dumps_row({**row, "score": score.to_dict()}) + "\n")
@@ -178,7 +191,7 @@ def score_jsonl(
                 if on_progress is not None:
                     on_progress(1)
                 continue
-            if len(batch) >= batch_size:
+            if len(batch) >= limit:
                 flush(handle)
         if batch:
             flush(handle)
