@@ -100,3 +100,19 @@ def test_spec_files_in_yaml_with_anchors_still_load(tmp_path: Path) -> None:
     spec.write_text("sum:\n  exact_match: &w 1.0\n  f1: *w\n")
     reward = rewardlab.load(str(spec))
     assert reward.score_one(Sample(response="Paris", reference="Paris")).value == 2.0
+
+
+def test_discovery_from_many_threads_of_a_fresh_process_sees_every_reward() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import concurrent.futures, rewardlab\n"
+        "spec = {'sum': {'exact_match': 1.0, 'f1': 0.5}}\n"
+        "with concurrent.futures.ThreadPoolExecutor(16) as pool:\n"
+        "    names = list(pool.map(lambda _: rewardlab.load(spec).name, range(16)))\n"
+        "print(names.count('sum'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.strip() == "16"

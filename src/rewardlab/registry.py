@@ -18,6 +18,7 @@ import difflib
 import importlib
 import json
 import pkgutil
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -62,6 +63,8 @@ class RegistryEntry:
 _ENTRIES: dict[str, RegistryEntry] = {}
 _COMBINATORS: dict[str, tuple[Builder, str]] = {}
 _discovered = False
+_discovering = False
+_DISCOVERY_LOCK = threading.RLock()
 
 
 def _first_line(text: str | None) -> str:
@@ -100,17 +103,26 @@ def register_combinator(name: str, description: str) -> Callable[[Builder], Buil
 
 
 def _discover() -> None:
-    global _discovered
+    """Import every reward module once. Threads that ask meanwhile wait for the whole registry (OpenRLHF calls a
+    reward from many threads of a fresh process); a module that asks again while being imported gets no wait."""
+    global _discovered, _discovering
     if _discovered:
         return
-    _discovered = True
-    importlib.import_module(_COMBINATOR_MODULE)
-    package = importlib.import_module(_REWARD_PACKAGE)
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{_REWARD_PACKAGE}.{module.name}")
-    for point in entry_points(group="rewardlab.rewards"):
-        point.load()
+    with _DISCOVERY_LOCK:
+        if _discovered or _discovering:
+            return
+        _discovering = True
+        try:
+            importlib.import_module(_COMBINATOR_MODULE)
+            package = importlib.import_module(_REWARD_PACKAGE)
+            for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+                if not module.name.startswith("_"):
+                    importlib.import_module(f"{_REWARD_PACKAGE}.{module.name}")
+            for point in entry_points(group="rewardlab.rewards"):
+                point.load()
+            _discovered = True
+        finally:
+            _discovering = False
 
 
 def entries() -> dict[str, RegistryEntry]:
