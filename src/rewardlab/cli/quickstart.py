@@ -17,6 +17,7 @@ from typing import Any
 
 from rewardlab.cli.terminal import check_output_folder, console, stdout
 from rewardlab.data.jsonl import dumps_row, dumps_strict
+from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample
 
 QUICKSTART_PAIRS = 900
@@ -70,7 +71,7 @@ def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
             ref = pairs[i].metadata.get("reference") if reference else None
             samples.append(Sample(prompt=pairs[i].prompt, response=pairs[i].chosen, reference=ref))
             samples.append(Sample(prompt=pairs[i].prompt, response=pairs[i].rejected, reference=ref))
-        scores = reward.score(samples)
+        scores = score_in_batches(reward, samples)
         for k, i in enumerate(rows):
             chosen, rejected = scores[2 * k].value, scores[2 * k + 1].value
             if chosen is None or rejected is None:
@@ -90,7 +91,7 @@ def _rm_preferences(model_dir: Path, pairs: list[PreferencePair]) -> list[float]
 
     reward = load(f"rm:{model_dir}")
     samples = [Sample(prompt=p.prompt, response=r) for p in pairs for r in (p.chosen, p.rejected)]
-    scores = reward.score(samples)
+    scores = score_in_batches(reward, samples)
     out = []
     for k in range(len(pairs)):
         chosen, rejected = scores[2 * k].value or 0.0, scores[2 * k + 1].value or 0.0
