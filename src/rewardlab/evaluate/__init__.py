@@ -22,8 +22,8 @@ from rewardlab.evaluate.metrics import (
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
-from rewardlab.evaluate.runner import PairwiseComparer, evaluate, evaluate_reward
-from rewardlab.types import StepRow
+from rewardlab.evaluate.runner import evaluate, evaluate_reward
+from rewardlab.types import PairwiseComparer, StepRow
 
 __all__ = [
     "PERTURBATIONS",
