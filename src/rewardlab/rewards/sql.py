@@ -59,7 +59,7 @@ _ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{n}"): n for n in (
     "DROP_VTABLE", "SAVEPOINT") if hasattr(sqlite3, f"SQLITE_{n}")}
 #: SQL functions refused even though reading is allowed (`load_extension` is off in Python's sqlite3 anyway).
 _DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit"})
-_TOO_BIG = re.compile(r"too big|too large|too many", re.IGNORECASE)
+_TOO_BIG = re.compile(r"string or blob too big", re.IGNORECASE)
 _BUILD_LOCK = threading.Lock()
 _BUILT: dict[str, Path] = {}
 _CHECKED_FOLDERS: set[str] = set()

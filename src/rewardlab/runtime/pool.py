@@ -92,21 +92,40 @@ def _prctl(option: int, value: int) -> None:
 
 def _children() -> set[int]:
     """Process ids of this process's children (Linux /proc; empty where it is not available)."""
+    return _children_of(os.getpid())
+
+
+_POOL_PIDS: set[int] = set()  # live pool workers started by this process (a pool used inside a worker)
+
+
+def _children_of(pid: int) -> set[int]:
+    """Children of process `pid` (Linux /proc; empty where it is not available or `pid` is gone)."""
     pids: set[int] = set()
     try:
-        tasks = os.listdir("/proc/self/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return pids
     for task in tasks:
         try:
-            with open(f"/proc/self/task/{task}/children", encoding="ascii") as handle:
-                pids.update(int(pid) for pid in handle.read().split())
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                pids.update(int(child) for child in handle.read().split())
         except (OSError, ValueError):
             continue
     return pids
 
 
-_POOL_PIDS: set[int] = set()  # live pool workers started by this process (a pool used inside a worker)
+def _descendants(pid: int, limit: int = 4096) -> list[int]:
+    """Every process below `pid` in the process tree, nearest first (at most `limit`)."""
+    found: list[int] = []
+    frontier = [pid]
+    seen = {pid}
+    while frontier and len(found) < limit:
+        current = frontier.pop(0)
+        for child in sorted(_children_of(current) - seen):
+            seen.add(child)
+            found.append(child)
+            frontier.append(child)
+    return found
 
 
 def _multiprocessing_helpers() -> set[int]:
@@ -290,6 +309,11 @@ class _Worker:
 
     def kill(self) -> None:
         pid = self.process.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(pid, signal.SIGSTOP)  # freeze the group so nothing forks while its tree is walked
+        for descendant in _descendants(pid):  # also those that left the group (setsid) or were orphaned to it
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.kill(descendant, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
             os.killpg(pid, signal.SIGKILL)  # the worker and everything it spawned (it leads its session)
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
