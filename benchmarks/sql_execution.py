@@ -9,10 +9,12 @@ response that is right, right in another row order, or wrong (a changed constant
 - `sql reward, cold`: `rewardlab.load("sql").score(samples)` on databases never seen before (schema text made
   unique per run), so every database is built and every gold query run once;
 - `sql reward, warm`: the same reward and samples again (built databases and gold results cached);
+- `sql reward, in-process (warm)`: `isolate=False`, the queries run in the scoring process (no hard kill, no heap
+  cap): what the worker-process round trip costs;
 - `bare sqlite3`: no guards at all: one in-memory database per reference, both queries run with `fetchall`,
   results compared as `Counter`s — the floor the guarded path is measured against.
 Second table: time to a verdict for hostile queries (writes, ATTACH, PRAGMA, a never-ending recursive CTE, a
-cartesian product), with `time_limit=0.5` and `max_rows=10000`.
+cartesian product, one long function call, a result of 600 MB in blobs), with `time_limit=0.5` and `max_rows=10000`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ HOSTILE = {
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
     "cartesian product (1.6e9 rows)": "SELECT * FROM singer a, singer b, singer c, singer d",
     "huge blob": "SELECT randomblob(2000000000)",
+    "instr in one call (issue 8)": "SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b')",
+    "LIKE, pathological": "SELECT x LIKE '%' || substr(x, 1, 20000) || 'b%' FROM (SELECT printf('%.*c', 1000000, 'a') "
+                          "AS x)",
+    "60 x zeroblob(9999000) (issue 8)": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 60) "
+                                        "SELECT zeroblob(9999000) FROM c",
 }
 
 
@@ -151,6 +158,10 @@ def main() -> None:
     with Progress(console=console, transient=True) as progress:
         rows.append(timed("sql reward, cold", lambda b: [s.value for s in reward.score(b)], samples, progress))
         rows.append(timed("sql reward, warm", lambda b: [s.value for s in reward.score(b)], samples, progress))
+        in_process = rewardlab.load({"sql": {"time_limit": 2.0, "isolate": False}})
+        in_process.score(samples)  # warm its caches
+        rows.append(timed("sql reward, in-process (warm)", lambda b: [s.value for s in in_process.score(b)], samples,
+                          progress))
         rows.append(timed("bare sqlite3", lambda b: [bare_sqlite(s) for s in b], samples, progress))
     agree = [s.value for s in reward.score(samples)] == [bare_sqlite(s) for s in samples]
 
@@ -161,7 +172,9 @@ def main() -> None:
         started = time.perf_counter()
         score = hostile_reward.score_one(Sample(response=query, reference=db))
         hostile_rows.append({"query": label, "seconds": round(time.perf_counter() - started, 3), "value": score.value,
-                             "stage": score.info.get("stage"), "reason": score.info.get("reason")})
+                             "error": score.error, "stage": score.info.get("stage"), "limit": score.info.get("limit"),
+                             "reason": score.info.get("reason")})
+    reward.close()
 
     result = {"benchmark": "sql_execution", "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
               "databases": args.databases, "per_db": args.per_db, "throughput": rows,
@@ -178,10 +191,11 @@ def main() -> None:
     out.print(table)
     out.print(f"reward values agree with bare sqlite3 on every sample: {agree}")
     hostile_table = Table(title="hostile queries (time_limit 0.5 s, max_rows 10,000)")
-    for column in ("query", "seconds", "value", "stage"):
-        hostile_table.add_column(column, justify="left" if column in ("query", "stage") else "right")
+    for column in ("query", "seconds", "value", "stage", "limit"):
+        hostile_table.add_column(column, justify="left" if column in ("query", "stage", "limit") else "right")
     for row in hostile_rows:
-        hostile_table.add_row(row["query"], f"{row['seconds']:.3f}", str(row["value"]), str(row["stage"]))
+        hostile_table.add_row(row["query"], f"{row['seconds']:.3f}", str(row["value"]), str(row["stage"]),
+                              str(row["limit"]))
     out.print(hostile_table)
     out.print(f"wrote {RESULT.relative_to(ROOT)}")
     sys.exit(0 if agree else 1)
