@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rewardlab import ResultCache, Sample, Score, batch_reward, reward
-from rewardlab.runtime import TIMEOUT_ERROR, IsolatedPool, run_each
+from rewardlab.runtime import TIMEOUT_ERROR, IsolatedPool, Outcome, PerSampleReward, run_each, stopped_score
 from rewardlab.runtime.function import FunctionReward
 
 
@@ -231,3 +231,59 @@ def test_batch_reward_isolates_a_failing_sample() -> None:
     scores = lengths.score([Sample(response="ab"), Sample(response="boom"), Sample(response="c")])
     assert [s.value for s in scores] == [2.0, None, 1.0]
     assert scores[1].error == "RuntimeError: boom in batch"
+
+
+class _PassFail(PerSampleReward):
+    """A pass/fail family: knows its failing score, so a stopped sample scores it."""
+
+    name = "pass_fail"
+    failure_value = 0.0
+
+    def score_sample(self, sample: Sample) -> float:
+        while sample.response == "loop":
+            pass
+        if sample.response == "bad reference":
+            raise ValueError("reference field 'answer' is missing")
+        return 1.0
+
+
+def test_a_family_failure_value_applies_to_stops_but_not_to_exceptions() -> None:
+    family = _PassFail()
+    family.configure(timeout=0.5)
+    try:
+        stopped, broken, fine = family.score([Sample(response=r) for r in ("loop", "bad reference", "ok")])
+        assert (stopped.value, stopped.error, stopped.info["limit"]) == (0.0, None, "timeout")
+        assert broken.value is None and broken.error == "ValueError: reference field 'answer' is missing"
+        assert fine.value == 1.0
+    finally:
+        family.close()
+
+
+def test_stopped_score_by_hand() -> None:
+    outcome = Outcome(error="timeout", limit="timeout", reason="ran past 1 s")
+    assert stopped_score(outcome, 0.0) == Score(value=0.0, info={"limit": "timeout", "reason": "ran past 1 s"})
+    assert stopped_score(outcome, None) == Score(error="timeout", info={"limit": "timeout", "reason": "ran past 1 s"})
+    assert stopped_score(outcome, -0.5).value == -0.5
+
+
+def test_stopped_samples_are_never_cached() -> None:
+    def spin(sample: Sample) -> float:
+        while sample.response == "loop":
+            pass
+        return 1.0
+
+    cached = reward(spin, timeout=0.5, failure_value=0.0, cache=True)
+    try:
+        assert cached.score_one(Sample(response="loop")).info["limit"] == "timeout"
+        assert cached.cache is not None and len(cached.cache) == 0
+    finally:
+        cached.close()
+
+
+def test_memory_error_in_process_is_the_memory_limit() -> None:
+    def hog(sample: Sample) -> float:
+        raise MemoryError
+
+    outcome = run_each(hog, [Sample(response="x")])[0]
+    assert outcome.limit == "memory" and outcome.error == "MemoryError"
+    assert reward(hog, failure_value=0.0).score_one(Sample(response="x")).info["limit"] == "memory"

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards.sql import (
+    QueryJob,
+    QueryRunner,
     build_database,
     extract_sql,
     has_top_level_order_by,
@@ -235,3 +237,27 @@ def test_cli_scores_sql_rows(tmp_path: Path, db_file: Path) -> None:
 def test_many_unclosed_fences_do_not_stall_extraction() -> None:
     result = score("```sql\n" * 50_000, "SELECT 1")
     assert result.error is None and result.value == 0.0 and result.objectives["parses"] == 0.0
+
+
+def test_result_byte_budget_by_hand(db_file: Path) -> None:
+    # text and blobs count their length, numbers 8 bytes: 5 + 5 = 10 fits a 10-byte budget, 11 does not
+    fits = run_query(db_file, "SELECT 'abcde', x'0102030405'", time_limit=1, max_rows=10, max_result_bytes=10)
+    assert fits.error is None and fits.rows == [("abcde", b"\x01\x02\x03\x04\x05")]
+    over = run_query(db_file, "SELECT 'abcdef', x'0102030405'", time_limit=1, max_rows=10, max_result_bytes=10)
+    assert over.stage == "size_limit" and over.limit == "output" and "10 bytes" in (over.error or "")
+    numbers = run_query(db_file, "SELECT 1, 2.5", time_limit=1, max_rows=10, max_result_bytes=16)
+    assert numbers.rows == [(1, 2.5)]
+    assert run_query(db_file, "SELECT 1, 2, 3", time_limit=1, max_rows=10, max_result_bytes=16).stage == "size_limit"
+
+
+def test_query_runner_kills_one_long_call_and_keeps_serving(db_file: Path) -> None:
+    runner = QueryRunner()
+    try:
+        slow = QueryJob(str(db_file), "SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b')",
+                        0.3, 10, 1 << 20, 1 << 20)
+        killed = runner.run(slow)
+        assert killed.stage == "timeout" and killed.limit == "timeout" and "killed" in (killed.error or "")
+        fine = runner.run(QueryJob(str(db_file), "SELECT count(*) FROM item", 1.0, 10, 1 << 20, 1 << 20))
+        assert fine.rows == [(3,)]
+    finally:
+        runner.close()

@@ -105,7 +105,7 @@ ATTACKS: list[tuple[str, str, str | set[str] | None]] = [
                        "t o, t p, t q, t r, t s, t u", "timeout"),
     ("cartesian rows", "SELECT * FROM t a, t b, t c, t d, t e, t f, t g, t h, t i", "output"),
     ("sort of huge rows", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 300) "
-                          "SELECT x FROM c ORDER BY zeroblob(5000000) || x LIMIT 1", {"memory", "timeout"}),
+                          "SELECT x FROM c ORDER BY zeroblob(5000000) || x", {"memory", "timeout"}),
     # the parser and the authorizer
     ("deep nesting", _nested(5000), None),
     ("long expression chain", _chain(20_000), None),

@@ -359,8 +359,8 @@ def run_query(path: Path, sql: str, *, time_limit: float, max_rows: int, max_res
 
     The time limit is a progress handler (it cannot interrupt one long function call: run the query through
     `QueryRunner` for a hard limit). `max_result_bytes` bounds the sum of the result's value sizes and
-    `max_value_length` (SQLITE_LIMIT_LENGTH, at most `max_result_bytes`) any one string or blob, even an
-    intermediate one.
+    `max_value_length` (SQLITE_LIMIT_LENGTH, at most `max_result_bytes` or 1 MiB, whichever is larger) any one
+    string, blob or row, even an intermediate one.
     """
     denied: list[str] = []
 
@@ -390,7 +390,8 @@ def run_query(path: Path, sql: str, *, time_limit: float, max_rows: int, max_res
     except sqlite3.Error as error:
         raise ValueError(f"cannot open database {path} read-only: {error}") from error
     try:
-        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, min(max_value_length, max_result_bytes)))
+        # a whole row counts against this limit too, so it never drops below 1 MiB for tiny byte budgets
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, min(max_value_length, max(max_result_bytes, MiB))))
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         connection.set_authorizer(authorize)
         connection.set_progress_handler(progress, 1000)
