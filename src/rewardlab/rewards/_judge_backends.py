@@ -235,7 +235,7 @@ class HFBackend:
 
     def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
                          *, prefix: str = "") -> list[list[float]]:
-        """P(next token) for each group of candidate strings (summed over a group's first tokens), per conversation.
+        """P(next token) for each group of candidate strings (summed over its one-token candidates), per conversation.
 
         `candidates` is a list of groups, e.g. `[["Yes", " Yes", "yes"], ["No", " No", "no"]]`; `prefix` is text the
         assistant's answer starts with (e.g. "Answer: ").
@@ -243,14 +243,18 @@ class HFBackend:
         import torch
 
         model, tokenizer = self.load()
-        ids = [sorted({tokenizer.encode(text, add_special_tokens=False)[0] for text in group
-                       if tokenizer.encode(text, add_special_tokens=False)}) for group in candidates]
+        ids: list[list[int]] = []
+        for group in candidates:  # candidates that are one token; else the first token of the first candidate
+            encoded = [tokenizer.encode(text, add_special_tokens=False) for text in group]
+            single = sorted({e[0] for e in encoded if len(e) == 1})
+            ids.append(single or [next(e[0] for e in encoded if e)])
         texts = [self.render(c) + prefix for c in conversations]
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = self._encode(texts[start:start + self.batch_size]).to(self.device)
+            positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)  # left padding must not shift them
             with torch.no_grad(), self._autocast():
-                logits = model(**batch).logits[:, -1, :].float()
+                logits = model(**batch, position_ids=positions).logits[:, -1, :].float()
             probs = torch.softmax(logits, dim=-1)
             for row in range(probs.shape[0]):
                 out.append([float(probs[row, group].sum()) if group else 0.0 for group in ids])
@@ -297,12 +301,13 @@ class OpenAIBackend:
     `rate` requests per second on average (token bucket, bursts of `burst`), each attempt times out after
     `timeout` seconds and failures worth retrying (transport, 429, 5xx) are retried `retries` times with
     exponential backoff from `backoff` seconds (plus jitter). Answers are cached on disk under `cache_dir`
-    keyed by (model, messages, params); `usage` counts requests, cache hits and tokens.
+    keyed by (model, messages, params); `usage` counts requests, cache hits and tokens. Next-token probabilities
+    come from the first answer token's `top_logprobs` (20, OpenAI's limit; vLLM allows more).
     """
 
     def __init__(self, url: str, *, model: str = "default", api_key: str | None = None, concurrency: int = 8,
                  rate: float | None = None, burst: int = 1, timeout: float = 60.0, retries: int = 3,
-                 backoff: float = 0.5, cache_dir: str | None = None) -> None:
+                 backoff: float = 0.5, cache_dir: str | None = None, top_logprobs: int = 20) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
         if rate is not None and rate <= 0:
@@ -314,6 +319,7 @@ class OpenAIBackend:
         self.rate, self.burst = rate, int(burst)
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
         self.cache_dir = None if cache_dir is None else str(Path(cache_dir).expanduser())
+        self.top_logprobs = int(top_logprobs)
         self.usage = Usage()
         self._bucket = TokenBucket(rate, burst)
         self._client: Any = None
@@ -420,11 +426,11 @@ class OpenAIBackend:
 
     def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
                          *, prefix: str = "") -> list[list[float]]:
-        """P(first answer token) per candidate group from `top_logprobs` (groups absent from the top 20 get 0);
+        """P(first answer token) per candidate group from `top_logprobs` (tokens absent from the top get 0);
         NaN for a conversation whose request failed."""
         bodies = [{"model": self.model_name, "messages": c + ([{"role": "assistant", "content": prefix}] if prefix
                                                               else []),
-                   "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20}
+                   "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": self.top_logprobs}
                   for c in conversations]
         out: list[list[float]] = []
         for answer, fault, cached, retries in self._many(bodies):

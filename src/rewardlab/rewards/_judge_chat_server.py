@@ -69,7 +69,7 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
             if body.get("logprobs"):
                 k = int(body.get("top_logprobs") or 0)
                 logprobs = torch.log_softmax(generated.scores[0][0].float(), dim=-1)
-                top = torch.topk(logprobs, k=max(1, min(k, 20)))
+                top = torch.topk(logprobs, k=max(1, min(k, logprobs.shape[-1])))  # no cap of 20: as vLLM
                 choice["logprobs"] = {"content": [{
                     "token": tokenizer.decode(new[:1]), "logprob": float(logprobs[new[0]]),
                     "top_logprobs": [{"token": tokenizer.decode([int(t)]), "logprob": float(v)}

@@ -45,7 +45,7 @@ YES_TOKENS = ("Yes", " Yes", "yes", " yes", "YES")
 NO_TOKENS = ("No", " No", "no", " no", "NO")
 _BACKEND_OPTIONS = {"hf": ("device", "batch_size", "precision", "max_length"),
                     "openai": ("model", "api_key", "concurrency", "rate", "burst", "timeout", "retries", "backoff",
-                               "cache_dir")}
+                               "cache_dir", "top_logprobs")}
 _RAW_LIMIT = 2000
 
 
@@ -102,7 +102,7 @@ class JudgeReward(Reward):
     name = "judge"
     failure_value = 0.0
 
-    def __init__(self, model: str, *, mode: str = "pointwise", scoring: str = "text", template: str | None = None,
+    def __init__(self, source: str, /, *, mode: str = "pointwise", scoring: str = "text", template: str | None = None,
                  scale: Sequence[int] = (1, 5), samples: int = 1, aggregate: str = "mean",
                  temperature: float | None = None, seed: int = 0, max_new_tokens: int = 256,
                  criterion: str = DEFAULT_CRITERION, criteria: list[Any] | None = None,
@@ -126,7 +126,7 @@ class JudgeReward(Reward):
             raise ValueError(f"aggregate must be 'mean' or 'vote', got {aggregate!r}")
         if samples > 1 and scoring == "logits":
             raise ValueError("samples > 1 (self-consistency) needs scoring='text': logits are deterministic")
-        kind = "openai" if model.startswith(("http://", "https://")) else "hf"
+        kind = "openai" if source.startswith(("http://", "https://")) else "hf"
         unknown = set(backend_options) - set(_BACKEND_OPTIONS[kind])
         if unknown:
             raise ValueError(f"unknown option(s) {sorted(unknown)} for a {'remote' if kind == 'openai' else 'local'} "
@@ -157,8 +157,8 @@ class JudgeReward(Reward):
         if mode == "principles" and not principles:
             raise ValueError("principles mode needs principles (a list of strings)")
         self.principles = list(principles or [])
-        self.backend: HFBackend | OpenAIBackend = (OpenAIBackend(model, **backend_options) if kind == "openai"
-                                                   else HFBackend(model, **backend_options))
+        self.backend: HFBackend | OpenAIBackend = (OpenAIBackend(source, **backend_options) if kind == "openai"
+                                                   else HFBackend(source, **backend_options))
         self._generated: dict[str, list[tuple[str, str, float]] | None] = {}
         self._lock = threading.Lock()
 
@@ -432,10 +432,10 @@ class PairwiseJudge(JudgeReward):
 
 
 @register("judge", family=True, usage="judge:MODEL")
-def judge(model: str, *, mode: str = "pointwise", **options: Any) -> JudgeReward:
+def judge(source: str, /, *, mode: str = "pointwise", **options: Any) -> JudgeReward:
     """LLM judge (local HF folder, `smollm2`, or OpenAI-compatible URL): pointwise, pairwise, pyes, checklist,
     principles; options in docs/judges.md."""
-    if not isinstance(model, str) or not model:
+    if not isinstance(source, str) or not source:
         raise ValueError("judge needs a model: judge:PATH, judge:smollm2 or judge:http://HOST:PORT/v1")
     cls = PairwiseJudge if mode == "pairwise" else JudgeReward
-    return cls(model, mode=mode, **options)
+    return cls(source, mode=mode, **options)
