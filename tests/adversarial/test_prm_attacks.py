@@ -35,6 +35,11 @@ def test_explicit_steps_of_whitespace_or_non_strings_pay_nothing(prm_spec: str) 
     assert blank.value == 0.0 and junk.value == 0.0 and blank.error is None and junk.error is None
 
 
+def test_steps_given_as_one_string_are_not_cut_into_characters(prm_spec: str) -> None:
+    (score,) = rewardlab.load(prm_spec).score([Sample(prompt="Q", response="x", steps="a long step")])  # type: ignore[arg-type]
+    assert score.error is None and score.value == 0.0 and score.steps == []
+
+
 def test_a_flood_of_steps_is_the_failing_value_with_a_limit_not_an_error(prm_spec: str) -> None:
     reward = rewardlab.load(prm_spec)
     started = time.perf_counter()

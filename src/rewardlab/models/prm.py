@@ -73,8 +73,11 @@ def step_format(name_or_separator: str) -> StepFormat:
 
 
 def segment_steps(sample: Sample, fmt: StepFormat) -> list[str]:
-    """The sample's steps: `Sample.steps` when given (stripped, empty ones dropped), else the response cut by `fmt`."""
+    """The sample's steps: `Sample.steps` when given (stripped; empty and non-string ones dropped; anything but a
+    list gives none), else the response cut by `fmt`."""
     if sample.steps is not None:
+        if not isinstance(sample.steps, list | tuple):  # a string here would be cut into characters
+            return []
         return [s.strip() for s in sample.steps if isinstance(s, str) and s.strip()]
     if not isinstance(sample.response, str):
         return []

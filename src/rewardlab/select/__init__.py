@@ -2,6 +2,7 @@
 search over a generator (local Hugging Face causal LM or an OpenAI-compatible endpoint), accuracy-vs-N curves,
 and rollout step labels (see docs/select.md)."""
 
+from rewardlab.select.candidates import CandidatesError, select_file
 from rewardlab.select.curves import accuracy_vs_n, powers_of_two
 from rewardlab.select.generators import Generation, Generator, HFGenerator, OpenAIGenerator
 from rewardlab.select.rollouts import RolloutLabels, rollout_step_labels
@@ -12,6 +13,7 @@ __all__ = [
     "EQUIVALENCES",
     "METHODS",
     "Budget",
+    "CandidatesError",
     "Generation",
     "Generator",
     "HFGenerator",
@@ -27,5 +29,6 @@ __all__ = [
     "powers_of_two",
     "rollout_step_labels",
     "select",
+    "select_file",
     "vote",
 ]
