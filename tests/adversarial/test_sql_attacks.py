@@ -114,6 +114,7 @@ ATTACKS: list[tuple[str, str, str | set[str] | None]] = [
     ("ATTACH in a select", "SELECT * FROM t WHERE 1 = (SELECT 1) ; ATTACH ':memory:' AS m", None),
     ("PRAGMA write", "PRAGMA journal_mode = DELETE", None),
     ("PRAGMA writable_schema", "PRAGMA writable_schema = ON", None),
+    ("pragma table function", "SELECT * FROM pragma_table_info('t')", None),
     ("two statements", "SELECT name FROM t; DROP TABLE t", None),
     ("statement after a comment", "SELECT name FROM t /* harmless */; -- then\nDELETE FROM t", None),
     ("write hidden in a CTE", "WITH x AS (SELECT 1) DELETE FROM t", None),
