@@ -213,3 +213,30 @@ def test_after_first_error_targets() -> None:
     assert step_targets(row, after_error="ignore") == [1.0, 0.0, None]
     with pytest.raises(ValueError, match="after_error"):
         step_targets(row, after_error="drop")
+
+
+def test_process_objective_resumes_exactly_after_a_kill(tiny_backbones: dict[str, str], tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from rewardlab.train import TrainConfig, TrainingInterrupted, train_reward_model
+
+    rows = [StepRow(f"What is {i} + {i}?", [f"{i} + {i} = {2 * i + (i % 3 == 0)}", f"So {2 * i}."],
+                    0 if i % 3 == 0 else -1) for i in range(12)]
+
+    def config(name: str) -> TrainConfig:
+        return TrainConfig(objective="process", backbone=tiny_backbones["bert"], output=str(tmp_path / name),
+                           max_steps=6, batch_size=4, save_every=2, eval_split=0.0, max_length=48, lr=1e-3,
+                           freeze_layers=0)
+
+    full = train_reward_model(config("full"), steps=rows, quiet=True)
+    killed = config("killed")
+    with pytest.raises(TrainingInterrupted):
+        train_reward_model(killed, steps=rows, quiet=True, stop_after_steps=5)  # last checkpoint: step 4
+    killed.resume = True
+    resumed = train_reward_model(killed, steps=rows, quiet=True)
+    assert resumed.metrics["resumed_from"].endswith("step-4")
+    a = load_file(str(full.output_dir / "model.safetensors"))
+    b = load_file(str(resumed.output_dir / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].equal(b[name]), name

@@ -239,3 +239,52 @@ def test_evaluate_reports_accuracy_vs_n_for_best_of_n_rows(tmp_path: Path) -> No
     assert curves["accuracy"]["bon"][-1] == 1.0  # length ranks the correct (longest) one first
     assert curves["accuracy"]["random"][0] == pytest.approx(0.25)
     assert 'data-plot="accuracy_vs_n:length"' in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+class ScriptedGenerator:
+    """A deterministic generator over a table `prompt suffix -> continuations` (hand-checkable search tests)."""
+
+    def __init__(self, table: dict[str, list[tuple[str, str]]]) -> None:
+        self.table = table
+        self.prompts: list[str] = []
+
+    def format_prompt(self, question: str) -> str:
+        return question + "\n"
+
+    def generate(self, prompt: str, *, n: int, max_new_tokens: int, stop: Any = None) -> list[Any]:
+        from rewardlab.select import Generation
+
+        self.prompts.append(prompt)
+        key = max((k for k in self.table if prompt.endswith(k)), key=len)
+        rows = (self.table[key] * n)[:n]
+        return [Generation(text=text, tokens=len(text.split()), stopped=how) for text, how in rows]  # type: ignore[arg-type]
+
+
+def test_rollout_labels_by_hand() -> None:
+    # after step 1 ("2 + 2 = 4"), one completion of two is right; after the wrong step 2, none is
+    generator = ScriptedGenerator({
+        "\n": [("x", "eos")],
+        "2 + 2 = 4\n\n": [("The answer is 4.", "eos"), ("The answer is 5.", "eos")],
+        "The answer is 5.\n\n": [("So 5.", "eos"), ("Yes, 5.", "eos")],
+    })
+    labels = rollout_step_labels("What is 2 + 2?", ["2 + 2 = 4", "The answer is 5."], generator,
+                                 rewardlab.load("math"), reference="4", k=2)
+    assert labels.soft == [0.5, 0.0] and labels.hard == [1.0, 0.0]
+    assert labels.budget.generator_calls == 2 and labels.budget.samples_scored == 4
+    row = labels.step_row("What is 2 + 2?", ["2 + 2 = 4", "The answer is 5."])
+    assert row.label == 1 and row.step_labels == [0.5, 0.0]
+
+
+def test_beam_search_by_hand_follows_the_prm() -> None:
+    # StepCounter values a step by its length: the longer first step wins, then its longest child, which ends
+    generator = ScriptedGenerator({
+        "\n": [("short", "stop"), ("a much longer first step", "stop")],
+        "a much longer first step\n\n": [("tiny end", "eos"), ("a long and finished last step", "eos")],
+        "short\n\n": [("never expanded", "eos")],
+    })
+    result = beam_search("Q", generator, StepCounter(), beam_width=1, expansions=2, max_depth=3)
+    assert result.best.steps == ["a much longer first step", "a long and finished last step"]
+    assert result.best.finished and result.budget.generator_calls == 2 and result.budget.reward_calls == 2
+    assert not any(p.endswith("short\n\n") for p in generator.prompts)
+    first = best_first_search("Q", generator, StepCounter(), expansions=2, max_expansions=5)
+    assert first.best.steps == ["a much longer first step", "a long and finished last step"]
