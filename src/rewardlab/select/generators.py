@@ -47,6 +47,12 @@ def _cut_at_stop(text: str, stop: Sequence[str] | None) -> tuple[str, bool]:
     return text[:cut], cut < len(text)
 
 
+def _cache_of(output: Any) -> Any:
+    """The KV cache of a causal-LM output (`cache` in transformers >= 5, `past_key_values` before)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
 class HFGenerator:
     """A local Hugging Face causal LM (a folder or a hub id; `gguf_file` for a GGUF checkpoint), sampled with
     `temperature`/`top_p` from a seeded generator so runs repeat; the chat template formats the question."""
@@ -73,6 +79,11 @@ class HFGenerator:
         self.top_p = float(top_p)
         self.device = device
         self.use_chat_template = use_chat_template
+        import inspect
+
+        parameters = inspect.signature(type(self.model).forward).parameters
+        #: transformers >= 5 names the KV cache `cache` (`past_key_values` is deprecated); older ones the latter
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
         self._torch = torch
         self._rng = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
@@ -98,7 +109,7 @@ class HFGenerator:
             ids = ids.to(self.device).repeat(n, 1)
             eos = self.tokenizer.eos_token_id
             out = self.model(input_ids=ids, use_cache=True)
-            past = out.past_key_values
+            past = _cache_of(out)
             logits = out.logits[:, -1, :]
             new: list[list[int]] = [[] for _ in range(n)]
             ended: list[StopReason | None] = [None] * n
@@ -118,8 +129,8 @@ class HFGenerator:
                             ended[row] = "stop"
                 if all(e is not None for e in ended):
                     break
-                out = self.model(input_ids=next_ids.view(n, 1), past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = self.model(input_ids=next_ids.view(n, 1), use_cache=True, **{self._cache_kwarg: past})
+                past = _cache_of(out)
                 logits = out.logits[:, -1, :]
         generations = []
         for row in range(n):
