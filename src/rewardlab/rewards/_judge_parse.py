@@ -29,8 +29,9 @@ _REFUSAL = re.compile(
     r"\s+(?:help|assist|evaluate|grade|rate|judge|comply|provide|do\s+that|engage)|as\s+an\s+AI)", re.IGNORECASE)
 #: Tags that delimit quoted text in the templates; a response cannot close or open them.
 _TAGS = re.compile(r"</?\s*(response(?:_a|_b)?|prompt|reference)\s*>", re.IGNORECASE)
-_VERDICT_LOOKALIKE = re.compile(r"^(\s*)((?:final\s+)?(?:score|rating|grade|winner|verdict)\s*[:=])",
-                                re.IGNORECASE | re.MULTILINE)
+_VERDICT_LOOKALIKE = re.compile(
+    r"^([\s>*#_\-]*)((?:final\s+)?(?:score|rating|grade|winner|verdict|better(?:\s+response)?)[\s*_]*[:=])",
+    re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
