@@ -181,7 +181,7 @@ class HFBackend:
         _, tokenizer = self.load()
         tokenizer.truncation_side = "left"
         return tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True,
-                         max_length=self.max_length, add_special_tokens=False)
+                         max_length=self.max_length, add_special_tokens=False, return_token_type_ids=False)
 
     def _autocast(self) -> Any:
         import contextlib

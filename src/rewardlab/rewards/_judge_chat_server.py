@@ -52,7 +52,7 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
             app.state.requests += 1
             model, tokenizer = backend.load()
             text = backend.render(messages) + prefix
-            batch = tokenizer([text], return_tensors="pt", add_special_tokens=False)
+            batch = tokenizer([text], return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
             width = batch["input_ids"].shape[1]
             with torch.no_grad():
                 if temperature > 0:
