@@ -177,11 +177,16 @@ class HFBackend:
             return str(tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True))
         return "\n\n".join(m["content"] for m in conversation) + "\n\n"
 
-    def _encode(self, texts: Sequence[str]) -> Any:
-        _, tokenizer = self.load()
+    def _encode(self, texts: Sequence[str], room: int = 1) -> Any:
+        """Left-padded, left-truncated token ids leaving `room` positions for generated tokens."""
+        model, tokenizer = self.load()
+        limit = self.max_length
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if isinstance(positions, int) and positions > room + 16:
+            limit = min(limit, positions - room)
         tokenizer.truncation_side = "left"
         return tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True,
-                         max_length=self.max_length, add_special_tokens=False, return_token_type_ids=False)
+                         max_length=limit, add_special_tokens=False, return_token_type_ids=False)
 
     def _autocast(self) -> Any:
         import contextlib
@@ -206,7 +211,7 @@ class HFBackend:
         else:
             groups = [[i] for i in range(len(texts))]
         for group in groups:
-            batch = self._encode([texts[i] for i in group]).to(self.device)
+            batch = self._encode([texts[i] for i in group], room=max_new_tokens).to(self.device)
             width = batch["input_ids"].shape[1]
             draws: list[Any] = []
             with torch.no_grad(), self._autocast():
