@@ -87,12 +87,14 @@ def spinner() -> Iterator[FunctionReward]:
 @pytest.mark.timeout(60)
 def test_configure_with_workers_and_timeout_never_leaves_a_burning_thread(spinner: FunctionReward) -> None:
     threads_before = _os_threads()
+    python_threads_before = set(threading.enumerate())
     spinner.configure(workers=2, timeout=1.0)
     scores = spinner.score([Sample(response="loop"), Sample(response="ok"), Sample(response="loop")])
     assert _burn_after_score() < 0.3, "a timed-out sample is still burning CPU in this process"
     assert [s.value for s in scores] == [None, 2.0, None]
     assert scores[0].error == TIMEOUT_ERROR and scores[0].info["limit"] == "timeout"
-    assert threading.active_count() <= 2  # the spawner thread at most, never a runaway scorer
+    new = [t.name for t in set(threading.enumerate()) - python_threads_before]
+    assert set(new) <= {"rewardlab-spawner"}, new  # the spawner thread at most, never a runaway scorer
     assert _os_threads() <= threads_before + 1
 
 
