@@ -279,3 +279,9 @@ def test_perturbation_effect_hand_value() -> None:
     assert out["flip_rate"] == pytest.approx(0.5)
     assert out["accuracy_after"] == pytest.approx(1.0)
     assert (out["n_scored"], out["n_missing"]) == (2, 1)
+
+
+def test_subnormal_margins_give_a_positive_temperature() -> None:
+    temperature = fit_temperature([5e-324])
+    assert temperature is not None and temperature > 0
+    assert calibration_report([5e-324], n_bins=1)["ece"] == 0.0

@@ -8,6 +8,7 @@ Labels: 1 for a preference pair, 0.5 for a pair marked as a tie.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,7 @@ def fit_temperature(margins: ArrayLike, labels: ArrayLike | None = None) -> floa
     best = (a + b) / 2.0
     if nll(best) >= math.log(2.0) - 1e-12:
         return None
-    return scale / math.exp(best)
+    return max(scale / math.exp(best), sys.float_info.min)  # subnormal margins must not round T down to 0
 
 
 def brier_score(probabilities: ArrayLike, labels: ArrayLike | None = None) -> float:
