@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ class SentenceEncoder:
     """A Hugging Face encoder folder → mean-pooled, L2-normalised sentence embeddings and per-token embeddings."""
 
     def __init__(self, path: str | None = None, *, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int = 64,
-                 precision: str = "fp32", device: str = "cpu", cache_size: int = 4096) -> None:
+                 precision: str = "fp32", device: str = "cpu", cache_size: int = 4096,
+                 max_batch_tokens: int = 4096) -> None:
         folder = Path(path or default_encoder()).expanduser()
         if not (folder / "config.json").is_file():
             raise ValueError(f"encoder {str(folder)!r} is not a Hugging Face model folder (no config.json)")
@@ -59,12 +60,15 @@ class SentenceEncoder:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be an integer >= 1, got {max_batch_tokens!r}")
         self.path = str(folder)
         self.max_length = int(max_length)
         self.batch_size = batch_size
         self.precision = precision
         self.device = device
         self.cache_size = int(cache_size)
+        self.max_batch_tokens = int(max_batch_tokens)
         self._model: Any = None
         self._tokenizer: Any = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -108,30 +112,44 @@ class SentenceEncoder:
             return torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def _hidden_states(self, texts: Sequence[str]) -> Iterator[tuple[list[int], Any, Any]]:
+        """(text indices, attention mask, last hidden states) per forward pass: texts tokenized once, sorted by
+        token length and packed under `max_batch_tokens` padded tokens (little padding), `batch_size` at most."""
+        import torch
+
+        if not texts:
+            return
+        model, tokenizer = self.load()
+        encoded = tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        chunk: list[int] = []
+        for position, i in enumerate(order):
+            chunk.append(i)
+            following = order[position + 1] if position + 1 < len(order) else None
+            width = len(encoded[following]) if following is not None else 0
+            if (following is None or len(chunk) >= self.batch_size
+                    or (len(chunk) + 1) * width > self.max_batch_tokens):
+                batch = tokenizer.pad({"input_ids": [encoded[k] for k in chunk]}, return_tensors="pt").to(self.device)
+                with torch.inference_mode(), self._autocast():
+                    hidden = model(**batch).last_hidden_state.float()
+                yield chunk, batch["attention_mask"], hidden
+                chunk = []
+
     def token_embeddings(self, texts: Sequence[str]) -> list[Any]:
         """Per text: a (tokens, dim) float32 tensor of L2-normalised token embeddings, special tokens included."""
         import torch
 
-        model, tokenizer = self.load()
         out: list[Any] = [None] * len(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # length-sorted: less padding
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            batch = tokenizer([texts[i] for i in chunk], padding=True, truncation=True, max_length=self.max_length,
-                              return_tensors="pt").to(self.device)
-            with torch.inference_mode(), self._autocast():
-                hidden = model(**batch).last_hidden_state.float()
+        for chunk, mask, hidden in self._hidden_states(texts):
             hidden = torch.nn.functional.normalize(hidden, dim=-1)
             for row, i in enumerate(chunk):
-                n = int(batch["attention_mask"][row].sum())
-                out[i] = hidden[row, :n].clone()
+                out[i] = hidden[row, :int(mask[row].sum())].clone()
         return out
 
     def embed(self, texts: Sequence[str], *, cache: bool = False) -> Any:
         """(len(texts), dim) L2-normalised mean-pooled embeddings; `cache=True` remembers them by text."""
         import torch
 
-        model, tokenizer = self.load()
         rows: list[Any] = [None] * len(texts)
         todo: list[int] = []
         with self._lock:
@@ -144,18 +162,12 @@ class SentenceEncoder:
                     todo.append(i)
         unique = list(dict.fromkeys(texts[i] for i in todo))
         done: dict[str, Any] = {}
-        unique.sort(key=len)
-        for start in range(0, len(unique), self.batch_size):
-            chunk = unique[start:start + self.batch_size]
-            batch = tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length,
-                              return_tensors="pt").to(self.device)
-            with torch.inference_mode(), self._autocast():
-                hidden = model(**batch).last_hidden_state.float()
-            mask = batch["attention_mask"].unsqueeze(-1).float()
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        for chunk, mask, hidden in self._hidden_states(unique):
+            weights = mask.unsqueeze(-1).float()
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
             pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            for row, text in enumerate(chunk):
-                done[text] = pooled[row].clone()
+            for row, k in enumerate(chunk):
+                done[unique[k]] = pooled[row].clone()
         for i in todo:
             rows[i] = done[texts[i]]
         if cache and done:
@@ -186,9 +198,10 @@ class _EncoderReward(Reward):
     """Shared options and lifecycle of the encoder rewards."""
 
     def __init__(self, *, encoder: str | None = None, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int = 64,
-                 precision: str = "fp32", device: str = "cpu", cache_size: int = 4096) -> None:
+                 precision: str = "fp32", device: str = "cpu", cache_size: int = 4096,
+                 max_batch_tokens: int = 4096) -> None:
         self.encoder = SentenceEncoder(encoder, max_length=max_length, batch_size=batch_size, precision=precision,
-                                       device=device, cache_size=cache_size)
+                                       device=device, cache_size=cache_size, max_batch_tokens=max_batch_tokens)
 
     def close(self) -> None:
         """Free the encoder."""
@@ -211,7 +224,8 @@ class _EncoderReward(Reward):
 class SemanticReward(_EncoderReward):
     """Cosine similarity between the response's and the reference's sentence embeddings (MiniLM by default).
 
-    Options: `encoder` (folder; default all-MiniLM-L6-v2), `max_length` (tokens per text, 256), `batch_size` (64),
+    Options: `encoder` (folder; default all-MiniLM-L6-v2), `max_length` (tokens per text, 256), `batch_size` (texts per
+    forward pass, 64), `max_batch_tokens` (padded tokens per forward pass, 4096; texts are length-sorted),
     `precision` (`fp32`, `bf16`, `auto`), `device`, `cache_size` (reference embeddings kept, 4096). Value in
     [-1, 1]; with several references, the best one.
     """
