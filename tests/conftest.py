@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,21 @@ def tiny_backbones(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from tests.tiny_models import build_all
 
     return build_all(tmp_path_factory.mktemp("tiny-backbones"))
+
+
+@pytest.fixture(autouse=True)
+def _process_wide_state_is_restored() -> Iterator[None]:
+    """Tests that run third-party trainers (TRL builds an `Accelerator`; some set torch's thread count) must not
+    leak that process-wide state into later tests: accelerate's state singletons are reset and torch's thread
+    count restored after each test that touched them."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    state = sys.modules.get("accelerate.state")
+    if state is not None:
+        state.AcceleratorState._reset_state(reset_partial_state=True)
