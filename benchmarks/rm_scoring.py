@@ -7,7 +7,8 @@ scores the same chosen and rejected responses from the same token ids (`encode_s
 included in every row):
 - `HF fp32`: `AutoModelForSequenceClassification` in float32, batches of 16 in input order, `inference_mode`;
 - `HF bf16 autocast`: the same under `torch.autocast(bfloat16)` (the best a peer does here without our batching);
-- `rm: fp32` / `rm: bf16`: `rewardlab.load("rm:...")` (length-sorted batches bounded by a token budget).
+- `rm: fp32` / `rm: bf16`: `rewardlab.load("rm:...")` (length-sorted batches bounded by a token budget), the
+  last row with the backbone's weights loaded in bfloat16 too (`torch_dtype="bfloat16"`).
 Pairwise verdicts (chosen scored above rejected) are compared with HF fp32's.
 """
 
@@ -39,21 +40,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (use 1 on a machine shared with others)")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes per row (the best is kept)")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="a trained BERT-layout reward model folder (e.g. from `rewardlab train`) instead of the "
+                             "random head; pairs are then taken from the end of the file (held out from training)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if not DATA.is_file():
         raise SystemExit(f"real data {DATA} is absent (../shared/data beside the project)")
-    pairs = load_preferences(DATA, limit=args.pairs)
+    pairs = list(load_preferences(DATA))
+    pairs = pairs[-args.pairs :] if args.model is not None else pairs[: args.pairs]
     samples = [s for pair in pairs for s in pair.samples()]
 
-    torch.manual_seed(0)
-    folder = Path(tempfile.mkdtemp(prefix="rm-bench-")) / "minilm-rm"
-    model = RewardModel.from_backbone("minilm")
-    with torch.no_grad():
-        model.head.weight.normal_(std=1.0)
-    model.save_pretrained(folder, metadata={"max_length": args.max_length})
+    if args.model is not None:
+        folder = args.model
+        model = RewardModel.from_pretrained(folder)
+    else:
+        torch.manual_seed(0)
+        folder = Path(tempfile.mkdtemp(prefix="rm-bench-")) / "minilm-rm"
+        model = RewardModel.from_backbone("minilm")
+        with torch.no_grad():
+            model.head.weight.normal_(std=1.0)
+        model.save_pretrained(folder, metadata={"max_length": args.max_length})
     tokenizer = model.tokenizer
     segments = model.uses_token_type_ids  # feed BERT segment ids exactly when the model (and so rm:) does
 
@@ -77,8 +86,9 @@ def main() -> None:
                 out.extend(hf(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[:, 0].float().tolist())
         return out
 
-    def rm_scores(precision: str) -> Callable[[], list[float]]:
-        reward = rewardlab.load({"rm": {"path": str(folder), "device": "cpu", "precision": precision}})
+    def rm_scores(precision: str, **options: str) -> Callable[[], list[float]]:
+        reward = rewardlab.load({"rm": {"path": str(folder), "device": "cpu", "precision": precision,
+                                        "max_length": args.max_length, **options}})
 
         def run() -> list[float]:
             return [float(s.value) for s in reward.score(samples)]  # type: ignore[arg-type]
@@ -90,6 +100,7 @@ def main() -> None:
         ("HF bf16 autocast (input-order batches of 16)", lambda: hf_scores(True)),
         ("rm: fp32 (length-sorted, token budget)", rm_scores("fp32")),
         ("rm: bf16 (length-sorted, token budget)", rm_scores("bf16")),
+        ("rm: bf16 + bf16 weights (torch_dtype)", rm_scores("bf16", torch_dtype="bfloat16")),
     ]
     for _, run in modes:
         run() if len(samples) <= 64 else None  # warm-up on small runs only (large ones warm up in repeat 1)
@@ -127,6 +138,7 @@ def main() -> None:
     Console().print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
+        "model": str(args.model) if args.model is not None else "MiniLM-L6 + random head (seed 0, std 1)",
         "texts": len(samples), "pairs": len(pairs), "max_length": args.max_length, "threads": args.threads,
         "repeats": args.repeats, "mean_tokens": sum(lengths) / len(lengths),
         "machine": platform.processor() or platform.machine(), "torch": torch.__version__, "results": results,
