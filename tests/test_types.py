@@ -40,3 +40,10 @@ def test_ranked_responses_expand_to_pairs_with_margins() -> None:
         ("a", "b", 4.0, False), ("a", "c", 4.0, False), ("b", "c", 0.0, True)]
     chosen, rejected = PreferencePair("p", "good", "bad").samples()
     assert (chosen.response, rejected.response, chosen.prompt) == ("good", "bad", "p")
+
+
+def test_written_scores_keep_why_a_failing_value_was_given() -> None:
+    stopped = Score(value=0.0, info={"limit": "timeout", "reason": "stopped after 2 s", "tests": [1, 2, 3]})
+    assert stopped.to_dict()["info"] == {"limit": "timeout", "reason": "stopped after 2 s"}
+    assert "info" not in Score(value=1.0, info={"answer": "4"}).to_dict()
+    assert Score.from_dict(stopped.to_dict()).info == {"limit": "timeout", "reason": "stopped after 2 s"}

@@ -19,6 +19,9 @@ Prompt = str | list[Message]
 
 _SAMPLE_FIELDS = ("prompt", "response", "reference", "steps", "group", "metadata")
 
+FAILURE_INFO_KEYS = ("limit", "reason")
+"""`Score.info` keys that say why a response got its family's failing value (kept in every written score)."""
+
 
 def _json_default(obj: Any) -> Any:
     """Make anything JSON-serialisable for hashing (sets sorted, unknown objects by repr)."""
@@ -134,7 +137,10 @@ class Score:
         return cls(value=None, error=error, info=dict(info))
 
     def to_dict(self, *, full: bool = False) -> dict[str, Any]:
-        """JSON-ready dict: `value`, `objectives`, `steps`, `error` (and `rationale`, `info` when `full`)."""
+        """JSON-ready dict: `value`, `objectives`, `steps`, `error` (and `rationale`, `info` when `full`).
+
+        Without `full`, `info` keeps only why a failing value was given (`limit`, `reason`), when it says so.
+        """
         row: dict[str, Any] = {
             "value": self.value,
             "objectives": dict(self.objectives),
@@ -145,6 +151,10 @@ class Score:
             row["rationale"] = self.rationale
         if full:
             row["info"] = self.info
+        else:
+            why = {key: self.info[key] for key in FAILURE_INFO_KEYS if key in self.info}
+            if why:
+                row["info"] = why
         return row
 
     @classmethod
