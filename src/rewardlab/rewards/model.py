@@ -92,8 +92,9 @@ class ModelReward(Reward):
     saved at training time, else `prompt_left`),
     `torch_dtype` (e.g. `bfloat16`; default: as saved), `precision` (`fp32`, the default: exact and batch-invariant
     to 1e-6; `bf16`: forward passes under bfloat16 autocast, several times faster on GPUs and on CPUs with
-    AVX-512 BF16/AMX, with scores that then differ from fp32 by up to ~1e-2 and move with batch composition; `auto`: `bf16` where the device
-    has native bfloat16, else `fp32`), `max_batch_tokens` (padded tokens per forward pass at most, 16384).
+    AVX-512 BF16/AMX, with scores that then differ from fp32 by up to ~1e-2 and move with batch composition;
+    `auto`: `bf16` where the device has native bfloat16, else `fp32`), `max_batch_tokens` (padded tokens per
+    forward pass at most, 16384).
     """
 
     name = "rm"
