@@ -41,7 +41,8 @@ TESTS = ["assert double(2) == 4", "assert double(-3) == -6", "assert double(0) =
 def short_isolation(mechanisms: list[str]) -> str:
     """`uid+pid+net+mnt` style label (rlimits and the process group are always on and left out)."""
     short = {"uid": "uid", "user_namespace": "userns", "pid_namespace": "pid", "net_namespace": "net",
-             "mount_namespace": "mnt", "socket_guard": "guard"}
+             "mount_namespace": "mnt", "ipc_namespace": "ipc", "uts_namespace": "uts", "minimal_root": "root",
+             "memory_cgroup": "memcg", "seccomp": "seccomp", "socket_guard": "guard"}
     return "+".join(short[m] for m in mechanisms if m in short) or ("rlimits" if mechanisms else "none")
 
 
