@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed passes per row (the best is kept)")
     parser.add_argument("--model", type=Path, default=None,
                         help="a trained BERT-layout reward model folder (e.g. from `rewardlab train`) instead of the "
-                             "random head; pairs are then taken from the end of the file (held out from training)")
+                             "random head; pairs are then taken from the end of the file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if not DATA.is_file():
