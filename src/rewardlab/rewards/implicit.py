@@ -15,12 +15,13 @@ prefers short, generic responses (each token costs log-probability); with a refe
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import nothing as _none
 from rewardlab.rewards._judge_backends import SMOLLM2_NAME, smollm2_folder
 from rewardlab.types import Reward, Sample, Score
 
@@ -43,13 +44,15 @@ def _folder(path: str, what: str) -> str:
 
 
 @register("implicit", family=True, usage="implicit:POLICY")
-class ImplicitReward(Reward):
+class ImplicitReward(HeldState, Reward):
     """DPO implicit reward beta * (log pi(y|x) - log pi_ref(y|x)) of a policy against a reference causal LM.
 
     Options: `reference` (folder; None = reference-free), `beta` (0.1), `length_normalize` (False), `batch_size` (8),
     `max_length` (tokens per sample, 1024), `device` (cpu). Objectives: `policy_logp`, and `reference_logp` when
     there is a reference.
     """
+
+    _transient = (("_models", dict), ("_tokenizer", _none))
 
     name = "implicit"
 
@@ -67,24 +70,13 @@ class ImplicitReward(Reward):
         self.beta = float(beta)
         self.length_normalize = bool(length_normalize)
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
-        self._models: dict[str, Any] = {}
-        self._tokenizer: Any = None
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_models={}, _tokenizer=None, _lock=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self._models: dict[str, Any]
+        self._tokenizer: Any
+        self._init_held()
 
     def close(self) -> None:
         """Free both models (reloaded on next use)."""
-        with self._lock:
-            self._models = {}
-            self._tokenizer = None
+        self.release()
 
     def _load(self) -> tuple[Any, dict[str, Any]]:
         with self._lock:

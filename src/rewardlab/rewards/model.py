@@ -14,15 +14,15 @@ a sample with no tokens at all, a response that is not a string, a tokenizer or 
 
 from __future__ import annotations
 
-import gc
 import math
-import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import nothing as _none
 from rewardlab.types import Reward, Sample, Score
 
 #: Metadata keys (in the folder's `rewardlab.json`) holding the reward mean/std on the training data.
@@ -83,7 +83,7 @@ def _unicode_problem(prompt: Any, response: str) -> str | None:
 
 
 @register("rm", family=True, usage="rm:PATH")
-class ModelReward(Reward):
+class ModelReward(HeldState, Reward):
     """Learned reward model from a saved folder (`rm:./my-rm`); multi-objective heads fill `objectives`.
 
     Options: `batch_size` (rows per forward pass, 16), `max_length` (token budget; default the one saved with
@@ -96,6 +96,8 @@ class ModelReward(Reward):
     `auto`: `bf16` where the device has native bfloat16, else `fp32`), `max_batch_tokens` (padded tokens per
     forward pass at most, 16384).
     """
+
+    _transient = (("_model", _none),)
 
     name = "rm"
 
@@ -138,8 +140,8 @@ class ModelReward(Reward):
         self.normalize = bool(normalize)
         self.truncation_option = truncation
         self.torch_dtype = torch_dtype
-        self._model: Any = None
-        self._lock = threading.Lock()
+        self._model: Any
+        self._init_held()
         self.metadata: dict[str, Any] = {}
         self._load()
         if self.normalize:
@@ -206,26 +208,16 @@ class ModelReward(Reward):
 
     def close(self) -> None:
         """Free the model (it is reloaded if the reward is used again)."""
-        with self._lock:
-            if self._model is None:
-                return
-            on_cuda = self._model.head.weight.is_cuda
-            self._model = None
-        gc.collect()
+        model = self._model
+        if model is None:
+            return
+        on_cuda = model.head.weight.is_cuda
+        del model
+        self.release()
         if on_cuda:
             import torch
 
             torch.cuda.empty_cache()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_model"] = None
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _autocast_dtype(self) -> Any:
         import torch

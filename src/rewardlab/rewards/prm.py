@@ -14,14 +14,14 @@ is not the response's doing (a tokenizer or model fault, a prompt that is not va
 
 from __future__ import annotations
 
-import gc
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import nothing as _none
 from rewardlab.types import Reward, Sample, Score
 
 AGGREGATIONS = ("min", "product", "last", "mean", "geometric_mean")
@@ -51,10 +51,12 @@ def _sigmoid(x: float) -> float:
 
 
 @register("prm", family=True, usage="prm:PATH")
-class ProcessReward(Reward):
+class ProcessReward(HeldState, Reward):
     """Process reward model from a saved folder (`prm:./my-prm`): `Score.steps` = P(step good), `value` = their
     aggregation. Options: `aggregate` (min), `step_format` (blank-line), `batch_size` (16), `max_length` (as
     saved, else 512), `device` (auto)."""
+
+    _transient = (("_model", _none),)
 
     name = "prm"
     failure_value: float | None = 0.0
@@ -78,8 +80,8 @@ class ProcessReward(Reward):
         self.batch_size = batch_size
         self.max_length_option = max_length
         self.device = device
-        self._model: Any = None
-        self._lock = threading.Lock()
+        self._model: Any
+        self._init_held()
         self._load()
 
     def _load(self) -> Any:
@@ -110,19 +112,7 @@ class ProcessReward(Reward):
 
     def close(self) -> None:
         """Free the model (reloaded on next use)."""
-        with self._lock:
-            self._model = None
-        gc.collect()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_model"] = None
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self.release()
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         from rewardlab.models.prm import StepsTooLong, encode_steps, segment_steps

@@ -14,13 +14,14 @@ capital" scores ~0.9 against "Paris is the capital"); gate with `exact_match` or
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardlab.registry import register
+from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import nothing as _none
 from rewardlab.rewards.model import PRECISIONS, native_bf16
 from rewardlab.types import Reward, Sample, Score
 
@@ -47,8 +48,10 @@ def _clean(text: str) -> tuple[str, bool]:
     return text, False
 
 
-class SentenceEncoder:
+class SentenceEncoder(HeldState):
     """A Hugging Face encoder folder → mean-pooled, L2-normalised sentence embeddings and per-token embeddings."""
+
+    _transient = (("_model", _none), ("_tokenizer", _none), ("_cache", OrderedDict))
 
     def __init__(self, path: str | None = None, *, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int = 64,
                  precision: str = "fp32", device: str = "cpu", cache_size: int = 4096,
@@ -69,26 +72,14 @@ class SentenceEncoder:
         self.device = device
         self.cache_size = int(cache_size)
         self.max_batch_tokens = int(max_batch_tokens)
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_model=None, _tokenizer=None, _lock=None, _cache=OrderedDict())
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self._model: Any
+        self._tokenizer: Any
+        self._cache: OrderedDict[str, Any]
+        self._init_held()
 
     def close(self) -> None:
         """Free the model and the cache (reloaded on next use)."""
-        with self._lock:
-            self._model = None
-            self._tokenizer = None
-            self._cache.clear()
+        self.release()
 
     def load(self) -> tuple[Any, Any]:
         """The encoder and its tokenizer, loaded on first use."""
