@@ -289,8 +289,8 @@ def test_attack_writing_outside_its_directory_fails_and_leaves_nothing(code: Cod
     tmp_score = code.score_one(Sample(response=writes_tmp, reference=ALWAYS))
     project_score = code.score_one(Sample(response=f"open({str(in_project)!r}, 'w').write('x')", reference=ALWAYS))
     assert not in_tmp.exists() and not in_project.exists()
-    assert tmp_score.error is None  # /tmp: either a private tmpfs or cleaned after the run
-    assert project_score.value == 0.0
+    assert tmp_score.error is None, tmp_score.error  # /tmp: either a private tmpfs or cleaned after the run
+    assert project_score.value == 0.0, project_score.error  # the whole message (the init's stderr) when it fails
     if IS_ROOT:
         # refused (PermissionError), or out of sight when the sandbox gives the program a minimal root
         assert project_score.info["program_error"].startswith(("PermissionError", "FileNotFoundError", "OSError")), \
