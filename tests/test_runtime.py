@@ -287,3 +287,24 @@ def test_memory_error_in_process_is_the_memory_limit() -> None:
     outcome = run_each(hog, [Sample(response="x")])[0]
     assert outcome.limit == "memory" and outcome.error == "MemoryError"
     assert reward(hog, failure_value=0.0).score_one(Sample(response="x")).info["limit"] == "memory"
+
+
+def test_threads_sharing_a_reward_share_one_worker_pool() -> None:
+    import concurrent.futures
+
+    shared = FunctionReward(response_length, name="shared")
+    shared.set_runtime(timeout=5.0)
+    pools: set[int] = set()
+
+    def one(k: int) -> float | None:
+        value = shared.score([Sample(response="x" * k)])[0].value
+        pools.add(id(shared._pool))
+        return value
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as executor:
+            values = list(executor.map(one, range(1, 17)))
+    finally:
+        shared.close()
+    assert values == [float(k) for k in range(1, 17)]
+    assert len(pools) == 1

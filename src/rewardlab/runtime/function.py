@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -16,6 +17,8 @@ from rewardlab.runtime.cache import ResultCache
 from rewardlab.runtime.pool import IsolatedPool, Isolation, Outcome, run_each
 from rewardlab.types import Reward, Sample, Score, coerce_score, content_hash
 
+_POOL_LOCK = threading.RLock()
+"""Guards creating and dropping a reward's worker pool (rare; shared by every reward in the process)."""
 _RUNTIME_FIELDS = {"isolation", "workers", "timeout", "memory_mb", "failure_value", "cache", "_pool", "_pool_key"}
 
 
@@ -136,21 +139,23 @@ class PerSampleReward(Reward):
         return self.isolation
 
     def _get_pool(self) -> IsolatedPool:
-        key = (self.workers, self.timeout, self.memory_mb)
-        pool = self._pool
-        if pool is None or self._pool_key != key:
-            self._drop_pool()
-            pool = IsolatedPool(_ScoreSample(self), workers=self.workers, timeout=self.timeout,
-                                memory_mb=self.memory_mb)
-            self._pool = pool
-            self._pool_key = key
-        return pool
+        with _POOL_LOCK:  # threads scoring with one reward (OpenRLHF calls it from many) share one pool
+            key = (self.workers, self.timeout, self.memory_mb)
+            pool = self._pool
+            if pool is None or self._pool_key != key:
+                self._drop_pool()
+                pool = IsolatedPool(_ScoreSample(self), workers=self.workers, timeout=self.timeout,
+                                    memory_mb=self.memory_mb)
+                self._pool = pool
+                self._pool_key = key
+            return pool
 
     def _drop_pool(self) -> None:
-        pool = self._pool
-        if pool is not None:
-            pool.close()
-        self._pool = None
+        with _POOL_LOCK:
+            pool = self._pool
+            if pool is not None:
+                pool.close()
+            self._pool = None
 
     def close(self) -> None:
         """Stop worker processes, if any."""
