@@ -198,6 +198,21 @@ class _EncoderReward(Reward):
         """Free the encoder."""
         self.encoder.close()
 
+    @staticmethod
+    def _references(samples: Sequence[Sample], scores: list[Score | None]) -> dict[int, list[str]]:
+        """Reference texts by sample index; a malformed reference becomes an error and a missing one N/A in
+        `scores` (decided by the reference alone)."""
+        refs: dict[int, list[str]] = {}
+        for i, sample in enumerate(samples):
+            texts, problem = _references(sample.reference)
+            if problem is not None:
+                scores[i] = Score.failure(problem)
+            elif texts is None:
+                scores[i] = Score(value=None, info={"reason": "no reference to compare with"})
+            else:
+                refs[i] = texts
+        return refs
+
     def _responses(self, samples: Sequence[Sample], scores: list[Score | None]) -> dict[int, tuple[str, bool]]:
         """Cleaned string responses by sample index; a non-string response becomes an error in `scores`."""
         out: dict[int, tuple[str, bool]] = {}
@@ -225,15 +240,7 @@ class SemanticReward(_EncoderReward):
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
-        refs: dict[int, list[str]] = {}
-        for i, sample in enumerate(samples):
-            texts, problem = _references(sample.reference)
-            if problem is not None:
-                scores[i] = Score.failure(problem)
-            elif texts is None:
-                scores[i] = Score(value=None, info={"reason": "no reference to compare with"})
-            else:
-                refs[i] = texts
+        refs = self._references(samples, scores)
         responses = self._responses(samples, scores)
         if responses:
             order = list(responses)
@@ -271,15 +278,7 @@ class BertScoreReward(_EncoderReward):
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
-        refs: dict[int, list[str]] = {}
-        for i, sample in enumerate(samples):
-            texts, problem = _references(sample.reference)
-            if problem is not None:
-                scores[i] = Score.failure(problem)
-            elif texts is None:
-                scores[i] = Score(value=None, info={"reason": "no reference to compare with"})
-            else:
-                refs[i] = texts
+        refs = self._references(samples, scores)
         responses = self._responses(samples, scores)
         if not responses:
             return [s if s is not None else Score.failure("not scored") for s in scores]
