@@ -176,6 +176,16 @@ def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
         if real != path and not os.path.lexists(place(root, path)):
             os.symlink(real, place(root, path))
 
+    def scratch(under_dev: bool) -> None:
+        for path, size, mode in spec["tmpfs"]:
+            if path.startswith("/dev/") == under_dev:
+                inside = place(root, path)
+                os.makedirs(inside, mode=0o755, exist_ok=True)
+                mount(libc, "tmpfs", inside, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+
+    # private scratch first (/tmp, /var/tmp): a path the caller shows, or the interpreter's prefix, may live under
+    # /tmp, and a tmpfs mounted after its bind would hide it; /dev/shm goes on after /dev below
+    scratch(under_dev=False)
     for path in spec["binds"]:
         if os.path.lexists(path):
             expose(path)
@@ -198,10 +208,7 @@ def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, os.path.join(dev, name))
-    for path, size, mode in spec["tmpfs"]:
-        inside = place(root, path)
-        os.makedirs(inside, mode=0o755, exist_ok=True)
-        mount(libc, "tmpfs", inside, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+    scratch(under_dev=True)
     proc = place(root, "/proc")
     os.makedirs(proc, mode=0o555, exist_ok=True)
     mount(libc, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, spec["proc_options"])
