@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rewardlab
-from rewardlab import Sample, Score, batch_reward
+from rewardlab import Sample
 from rewardlab.compose import (
     Gate,
     Normalized,
@@ -21,27 +21,14 @@ from rewardlab.compose import (
     rank_normalize,
     zscore,
 )
-from rewardlab.types import Reward
-
-
-def constant_from_metadata(key: str) -> Reward:
-    """A reward whose value is sample.metadata[key] (None → not applicable, 'err' → an error)."""
-
-    def score(samples: list[Sample]) -> list[Score]:
-        out = []
-        for s in samples:
-            value = s.metadata.get(key)
-            out.append(Score.failure(f"{key} failed") if value == "err" else Score(value=value))
-        return out
-
-    return batch_reward(score, name=key)
+from tests.scripted_rewards import metadata_reward
 
 
 def sample(**values: object) -> Sample:
     return Sample(response="x", metadata=dict(values))
 
 
-A, B = constant_from_metadata("a"), constant_from_metadata("b")
+A, B = metadata_reward("a"), metadata_reward("b")
 
 
 def test_zscore_hand_computed() -> None:

@@ -20,28 +20,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rewardlab
-from rewardlab import Sample, Score, batch_reward
+from rewardlab import Sample
 from rewardlab.compose import Ensemble, Gate, Minimum, Normalized, Product, WeightedSum
 from rewardlab.types import Reward
+from tests.scripted_rewards import metadata_reward
 
 # ------------------------------------------------------------------------------------------ scripted parts
 
 
-def scripted(key: str) -> Reward:
-    """A part whose score is `sample.metadata[key]`: a float, None (N/A) or "err" (a checker fault)."""
-
-    def score(samples: list[Sample]) -> list[Score]:
-        out = []
-        for s in samples:
-            value = s.metadata.get(key)
-            out.append(Score.failure(f"{key} failed") if value == "err" else Score(value=value))
-        return out
-
-    return batch_reward(score, name=key)
-
-
 NAMES = ("p0", "p1", "p2", "p3")
-PARTS = {name: scripted(name) for name in NAMES}
+PARTS = {name: metadata_reward(name) for name in NAMES}
 
 PartScore = float | None | str  # a value, N/A, or "err"
 
