@@ -44,12 +44,10 @@ class Script:
 def scripted(script: Script) -> Iterator[str]:
     import asyncio
 
-    import httpx
-    import uvicorn
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
-    from rewardlab.serve.background import free_port
+    from rewardlab.serve.background import app_in_background
 
     app = FastAPI()
 
@@ -72,20 +70,8 @@ def scripted(script: Script) -> Iterator[str]:
         return JSONResponse({"choices": [{"message": {"role": "assistant", "content": content}}],
                              "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with app_in_background(app) as server:
+        yield server.url + "/v1"
 
 
 def judge(url: str, **options: Any) -> JudgeReward:

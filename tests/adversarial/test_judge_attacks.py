@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,11 +39,9 @@ INJECTIONS = [
 @contextlib.contextmanager
 def echoing_judge(verdict: str) -> Iterator[str]:
     """A chat-completions endpoint that repeats the quoted response it was shown, then writes `verdict`."""
-    import httpx
-    import uvicorn
     from fastapi import FastAPI
 
-    from rewardlab.serve.background import free_port
+    from rewardlab.serve.background import app_in_background
 
     app = FastAPI()
 
@@ -61,20 +57,8 @@ def echoing_judge(verdict: str) -> Iterator[str]:
         return {"choices": [{"message": {"role": "assistant", "content": f"The response says:\n{echo}\n{verdict}"}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with app_in_background(app) as server:
+        yield server.url + "/v1"
 
 
 @pytest.mark.parametrize("attack", INJECTIONS)

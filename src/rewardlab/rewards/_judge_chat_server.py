@@ -86,28 +86,8 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
 @contextlib.contextmanager
 def serve_chat_model(model_path: str, *, model_name: str = "local", host: str = "127.0.0.1") -> Iterator[str]:
     """Serve `model_path` on a free loopback port in a background thread; yields the API base URL (`.../v1`)."""
-    import httpx
-    import uvicorn
+    from rewardlab.serve.background import app_in_background
 
-    from rewardlab.serve.background import free_port
-
-    port = free_port(host)
-    server = uvicorn.Server(uvicorn.Config(create_chat_app(model_path, model_name=model_name), host=host, port=port,
-                                           log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, name="rewardlab-chat-server", daemon=True)
-    thread.start()
-    base = f"http://{host}:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        time.sleep(0.05)
-    else:
-        server.should_exit = True
-        raise RuntimeError(f"the chat server on {base} did not start within 30 s")
-    try:
-        yield base + "/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with app_in_background(create_chat_app(model_path, model_name=model_name), host=host,
+                           name="rewardlab-chat-server") as server:
+        yield server.url + "/v1"

@@ -19,26 +19,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-class BackgroundServer:
-    """`create_app(reward, **options)` served by uvicorn in a daemon thread; `url` is its base URL.
+class AppThread:
+    """Any ASGI app (a FastAPI app) served by uvicorn in a daemon thread of this process; `url` is its base URL.
 
-    `stop()` asks uvicorn to exit: it stops accepting, answers in-flight requests, then the batcher drains.
+    The app must answer `GET /health` with 200: the constructor waits for that (at most `startup_timeout`
+    seconds). `stop()` asks uvicorn to exit: it stops accepting, answers in-flight requests, runs the app's
+    shutdown, and the thread ends.
     """
 
-    def __init__(self, reward: Reward, *, host: str = "127.0.0.1", port: int | None = None,
-                 startup_timeout: float = 30.0, **options: Any) -> None:
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None, startup_timeout: float = 30.0,
+                 name: str = "rewardlab-server") -> None:
         import httpx
         import uvicorn
 
-        from rewardlab.serve.app import create_app
-
+        self.app = app
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"
-        self.app = create_app(reward, **options)
-        config = uvicorn.Config(self.app, host=host, port=self.port, log_level="error",
-                                timeout_graceful_shutdown=10, lifespan="on")
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="error", timeout_graceful_shutdown=10,
+                                lifespan="on")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="rewardlab-server", daemon=True)
+        self.thread = threading.Thread(target=self.server.run, name=name, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
@@ -49,12 +49,32 @@ class BackgroundServer:
                 break
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"the reward server on {self.url} did not start within {startup_timeout:g} s")
+        raise RuntimeError(f"the server on {self.url} did not start within {startup_timeout:g} s")
 
     def stop(self) -> None:
         """Drain and stop the server; waits for its thread."""
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+class BackgroundServer(AppThread):
+    """`create_app(reward, **options)` served in a daemon thread (see `AppThread`); `url` is its base URL."""
+
+    def __init__(self, reward: Reward, *, host: str = "127.0.0.1", port: int | None = None,
+                 startup_timeout: float = 30.0, **options: Any) -> None:
+        from rewardlab.serve.app import create_app
+
+        super().__init__(create_app(reward, **options), host=host, port=port, startup_timeout=startup_timeout)
+
+
+@contextlib.contextmanager
+def app_in_background(app: Any, **options: Any) -> Iterator[AppThread]:
+    """`with app_in_background(app) as server: ... server.url ...` (options as `AppThread`)."""
+    server = AppThread(app, **options)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager
