@@ -398,6 +398,32 @@ def test_a_double_forked_daemon_holding_ipc_and_memory_does_not_outlive_the_run(
     assert key not in sysv_keys("shm")
 
 
+# --- finding: orphans dying beside the program crashed the init ------------------------------------------------
+# The init reaped in its SIGCHLD handler; a second SIGCHLD (an orphan of the program, reparented to the init, dying as
+# the program ended) ran a nested handler whose wait4 found the program already reaped: the init died with
+# ChildProcessError and the run became "sandbox init exited with 1" (seen in CI on the code harness, whose supervisor
+# exits a moment before its child).
+
+ORPHANS = """import os, time
+for delay in (0.0, 0.01, 0.03):  # each grandchild is orphaned to the init, and dies before, with or after us
+    if os.fork() == 0:
+        if os.fork() == 0:
+            time.sleep(delay)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+time.sleep(0.01)
+print("done")
+"""
+
+
+def test_orphans_dying_around_the_programs_end_never_break_the_report(box: Sandbox) -> None:
+    need(box, "pid_namespace")
+    for _ in range(25):
+        execution = run(box, ORPHANS)
+        assert execution.status == "ok" and out(execution) == "done\n", execution.stderr
+
+
 def _cmdline(pid: str) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

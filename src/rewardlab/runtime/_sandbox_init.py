@@ -66,8 +66,8 @@ class SetupError(Exception):
     """The world of the run could not be built (reported as a sandbox failure, exit status 125)."""
 
 
-class ChildExited(Exception):
-    """Raised once, in the main loop, when the program has exited."""
+def _wake(signum: int, frame: object) -> None:
+    """The SIGCHLD handler: nothing to do here (the wakeup pipe wakes the wait loop in `main`)."""
 
 
 def _libc() -> Any:
@@ -473,6 +473,7 @@ def main() -> None:
     # load now what the child needs after the root is replaced (the scorer's own Python may not be in the new root)
     import ctypes
     import resource  # noqa: F401
+    import select
     import struct  # noqa: F401
     import types  # noqa: F401
 
@@ -488,34 +489,33 @@ def main() -> None:
     except (SetupError, OSError) as error:
         os.write(2, f"sandbox: {error}\n".encode())
         os._exit(125)
-    done: list[tuple[int, Any]] = []
-    raised: list[bool] = []
-    pid = 0
-
-    def on_child(signum: int, frame: object) -> None:
-        if not pid or raised:  # raise once, inside the try below; later SIGCHLDs (orphans dying) change nothing
-            return
-        if not done:
-            found, status, usage = os.wait4(pid, os.WNOHANG)
-            if found:
-                done.append((status, usage))
-        if done:
-            raised.append(True)
-            raise ChildExited()
-
-    signal.signal(signal.SIGCHLD, on_child)
-    try:
-        pid = os.fork()
-        if pid == 0:
-            start_program(config, status_fd, lifeline)
-        on_child(0, None)
-        while True:
-            if not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
-                os.kill(pid, signal.SIGKILL)
-                os._exit(124)
-    except ChildExited:
-        pass
-    status, usage = done[0]
+    # wait for the program without racing its SIGCHLD: the handler does nothing in Python, the interpreter's C
+    # handler writes a byte to the wakeup pipe, and the loop below reaps. (Reaping inside the handler raced: a
+    # second SIGCHLD, an orphan of the program dying as it ends, ran a nested handler between wait4 reaping the
+    # program and the status being kept; its wait4 raised ChildProcessError and the init died without a report.)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _wake)
+    pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        os.close(wake_r)
+        os.close(wake_w)
+        start_program(config, status_fd, lifeline)
+    while True:
+        found, status, usage = os.wait4(pid, os.WNOHANG)
+        if found:
+            break
+        ready = select.select([lifeline, wake_r], [], [])[0]
+        if lifeline in ready and not os.read(lifeline, 1):  # EOF: the scorer is gone; take the program down with us
+            os.kill(pid, signal.SIGKILL)
+            os._exit(124)
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
     report = f"{status} {usage.ru_utime + usage.ru_stime!r} {usage.ru_maxrss * 1024}"
     os.write(status_fd, report.encode())
     os._exit(0)
