@@ -930,8 +930,9 @@ class Sandbox:
             if code is not None and code < 0:
                 signum = -code
             else:
-                sandbox_error = (f"the sandbox init exited with {code} without a report: "
-                                 f"{stderr.decode('utf-8', 'replace').strip()[:300]}")
+                text = stderr.decode("utf-8", "replace").strip()  # a traceback's last line says what failed
+                shown = text if len(text) <= 600 else f"{text[:200]} ... {text[-400:]}"
+                sandbox_error = f"the sandbox init exited with {code} without a report: {shown}"
         return Execution(
             returncode=returncode, signal=signum, stdout=stdout, stderr=stderr,
             channel=bytes(buffers[channel_r][: limits.output_bytes]), wall_seconds=wall, cpu_seconds=cpu,
