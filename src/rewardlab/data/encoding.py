@@ -399,15 +399,51 @@ def pad_sequences(
     return ids, mask
 
 
+@dataclass
+class PaddedBatch:
+    """Token-id rows padded to one length: `input_ids`, `attention_mask` and (when given) `token_type_ids`."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    token_type_ids: torch.Tensor | None = None
+
+
+def collate_token_ids(
+    sequences: Sequence[Sequence[int]],
+    pad_token_id: int,
+    *,
+    token_type_ids: Sequence[Sequence[int] | None] | None = None,
+    padding_side: str = "right",
+) -> PaddedBatch:
+    """The one segment-aware collate: pad token-id rows (and their segment ids) into a `PaddedBatch`.
+
+    Segment ids are padded with 0; a row whose segment ids are `None` gets all 0s (one segment, as a BERT
+    tokenizer gives a lone text). With `token_type_ids=None` the batch has none.
+    """
+    if token_type_ids is not None and len(token_type_ids) != len(sequences):
+        raise ValueError(f"got {len(token_type_ids)} token_type_ids rows for {len(sequences)} sequences")
+    ids, mask = pad_sequences(sequences, pad_token_id, side=padding_side)
+    if token_type_ids is None:
+        return PaddedBatch(ids, mask)
+    rows: list[Sequence[int]] = []
+    for index, (sequence, types) in enumerate(zip(sequences, token_type_ids, strict=True)):
+        if types is not None and len(types) != len(sequence):
+            raise ValueError(f"row {index}: {len(types)} token_type_ids for {len(sequence)} tokens")
+        rows.append(types if types is not None else [0] * len(sequence))
+    return PaddedBatch(ids, mask, pad_sequences(rows, 0, side=padding_side)[0])
+
+
 def collate_encoded(
     samples: Sequence[EncodedSample], *, pad_token_id: int, padding_side: str = "right"
 ) -> dict[str, torch.Tensor]:
-    """Pad encoded samples into a batch: `input_ids`, `attention_mask` (and `token_type_ids` when present)."""
+    """Pad encoded samples into a batch: `input_ids`, `attention_mask` (and `token_type_ids` when every sample
+    has them); `collate_token_ids` does the padding."""
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
-    ids, mask = pad_sequences([s.input_ids for s in samples], pad_token_id, side=padding_side)
-    batch = {"input_ids": ids, "attention_mask": mask}
-    if samples and all(s.token_type_ids is not None for s in samples):
-        types = [s.token_type_ids or [] for s in samples]
-        batch["token_type_ids"] = pad_sequences(types, 0, side=padding_side)[0]
+    with_types = bool(samples) and all(s.token_type_ids is not None for s in samples)
+    padded = collate_token_ids([s.input_ids for s in samples], pad_token_id, padding_side=padding_side,
+                               token_type_ids=[s.token_type_ids for s in samples] if with_types else None)
+    batch = {"input_ids": padded.input_ids, "attention_mask": padded.attention_mask}
+    if padded.token_type_ids is not None:
+        batch["token_type_ids"] = padded.token_type_ids
     return batch

@@ -10,8 +10,12 @@ Multi-objective heads: k named linear outputs; with `gating=True` a gating netwo
 Saved folders: single-objective models whose pooling matches Hugging Face's own sequence-classification class
 (BERT + `cls`; any decoder with a `score` head + `last`) are written in that class's layout, so
 `AutoModelForSequenceClassification.from_pretrained(folder)` gives the same scores; other models write the
-backbone in `AutoModel` layout plus `reward_head.safetensors`. Every folder holds the tokenizer and
-`rewardlab.json` (pooling, objectives, reward mean/std on the training data, template, max_length, tokenizer hash).
+backbone plus `reward_head.safetensors`, with a `config.json` whose `model_type` transformers does not know (the
+real one is kept under `rewardlab_model_type`), so that `AutoModelForSequenceClassification` — and TRL, vLLM or
+reward-bench through it — refuses the folder with a message saying to load it with rewardlab, instead of loading it
+silently with a random head. Every folder holds the tokenizer, `rewardlab.json` (the typed `ModelCard`: pooling,
+objectives, reward mean/std, template, max_length, tokenizer hash, training data, recipe, metrics) and a
+`README.md` model card rendered from it. `from_pretrained` also takes a Hugging Face hub id (`owner/name`).
 """
 
 from __future__ import annotations
@@ -30,20 +34,32 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rewardlab.data.encoding import pad_sequences
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.data.encoding import collate_token_ids
 from rewardlab.models.backbones import (
     backbone_kind,
     ensure_pad_token,
     refusing_pickles,
     resolve_backbone,
+    resolve_model_folder,
     tokenizer_hash,
 )
+from rewardlab.models.card import (
+    CARD_FILE,
+    FORMAT_VERSION,
+    README_FILE,
+    README_MARKER,
+    ModelCard,
+    card_from_metadata,
+    rewardlab_version,
+)
 
-METADATA_FILE = "rewardlab.json"
+METADATA_FILE = CARD_FILE
 HEAD_FILE = "reward_head.safetensors"
 WEIGHTS_FILE = "model.safetensors"
-FORMAT_VERSION = 1
+#: config.json key that keeps the backbone's real `model_type` in a folder transformers must refuse to load.
+REAL_MODEL_TYPE_KEY = "rewardlab_model_type"
+#: `architectures` of such a folder (no transformers class has this name).
+REWARDLAB_ARCHITECTURE = "RewardlabRewardModel"
 POOLINGS = ("auto", "cls", "mean", "last")
 LAYOUT_SEQUENCE_CLASSIFICATION = "sequence_classification"
 LAYOUT_BACKBONE_AND_HEAD = "backbone_and_head"
@@ -205,7 +221,8 @@ class RewardModel(nn.Module):
         self.objective_names = names
         self.gating = gating
         self.tokenizer = tokenizer
-        self.metadata: dict[str, Any] = {}
+        #: What the saved folder's `rewardlab.json` says (architecture fields are refreshed by `save_pretrained`).
+        self.card = ModelCard()
         #: Whether `score_encoded` passes BERT segment ids (prompt 0, response 1). Off by default: set it when the
         #: model is trained with them, so scoring feeds the model what training did (saved in rewardlab.json).
         self.uses_token_type_ids = False
@@ -249,8 +266,13 @@ class RewardModel(nn.Module):
         if getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tokenizer.pad_token_id
         built = cls(model, pooling=pooling, objectives=objectives, gating=gating, tokenizer=tokenizer)
-        built.metadata["backbone"] = str(backbone)
+        built.card.backbone = str(backbone)
         return built
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The card as its `rewardlab.json` dict (a copy; read-only view kept for callers of the untyped API)."""
+        return self.card.to_json()
 
     @property
     def config(self) -> Any:
@@ -348,12 +370,11 @@ class RewardModel(nn.Module):
                     else contextlib.nullcontext())
         with torch.inference_mode(), autocast:
             for chunk in _length_batches(order, [len(s) for s in sequences], batch_size, max_batch_tokens):
-                ids, mask = pad_sequences([sequences[i] for i in chunk], self.pad_token_id)
-                types = None
-                if token_type_ids is not None:
-                    rows = [token_type_ids[i] or [0] * len(sequences[i]) for i in chunk]
-                    types = pad_sequences(rows, 0)[0].to(device)
-                out = self(ids.to(device), mask.to(device), types)
+                batch = collate_token_ids([sequences[i] for i in chunk], self.pad_token_id,
+                                          token_type_ids=None if token_type_ids is None else
+                                          [token_type_ids[i] or None for i in chunk])
+                types = None if batch.token_type_ids is None else batch.token_type_ids.to(device)
+                out = self(batch.input_ids.to(device), batch.attention_mask.to(device), types)
                 index = torch.tensor(chunk, dtype=torch.long)
                 rewards[index] = out.rewards.double().cpu()
                 if out.objectives is not None:
