@@ -234,7 +234,7 @@ def test_plain_hugging_face_classifier_folder_loads(tiny_backbones: dict[str, st
     hf.save_pretrained(tmp_path / "trl-rm")
     tokenizer.save_pretrained(tmp_path / "trl-rm")
     model, _, metadata = load_reward_model(tmp_path / "trl-rm")
-    assert metadata == {} and model.pooling == "last"
+    assert metadata.is_empty and "layout" not in metadata and model.pooling == "last"
     ids, mask = pad_sequences(token_ids(model, TEXTS), tokenizer.pad_token_id)
     with torch.no_grad():
         torch.testing.assert_close(model(ids, mask).rewards, hf(input_ids=ids, attention_mask=mask).logits[:, 0])

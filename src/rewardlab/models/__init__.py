@@ -1,6 +1,6 @@
 """Reward model architectures on any Hugging Face backbone, saved and loaded in Hugging Face format.
 
-`resolve_backbone("minilm")` needs no torch; the rest imports torch and transformers on first use.
+`resolve_backbone("minilm")` and the `ModelCard` need no torch; the rest imports torch and transformers on first use.
 """
 
 from __future__ import annotations
@@ -8,7 +8,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rewardlab.models.backbones import backbone_kind, ensure_pad_token, resolve_backbone, tokenizer_hash
+from rewardlab.models.backbones import (
+    backbone_kind,
+    ensure_pad_token,
+    is_hub_id,
+    resolve_backbone,
+    resolve_model_folder,
+    tokenizer_hash,
+)
+from rewardlab.models.card import Metric, ModelCard, TrainingData
 
 if TYPE_CHECKING:
     from rewardlab.data.encoding import pad_sequences
@@ -17,6 +25,7 @@ if TYPE_CHECKING:
         RewardOutput,
         last_token_index,
         load_reward_model,
+        read_card,
         read_metadata,
     )
 
@@ -26,19 +35,26 @@ _LAZY = {
     "last_token_index": "rewardlab.models.reward_model",
     "load_reward_model": "rewardlab.models.reward_model",
     "pad_sequences": "rewardlab.data.encoding",
+    "read_card": "rewardlab.models.reward_model",
     "read_metadata": "rewardlab.models.reward_model",
 }
 
 __all__ = [
+    "Metric",
+    "ModelCard",
     "RewardModel",
     "RewardOutput",
+    "TrainingData",
     "backbone_kind",
     "ensure_pad_token",
+    "is_hub_id",
     "last_token_index",
     "load_reward_model",
     "pad_sequences",
+    "read_card",
     "read_metadata",
     "resolve_backbone",
+    "resolve_model_folder",
     "tokenizer_hash",
 ]
 

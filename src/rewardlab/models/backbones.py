@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,51 @@ def resolve_backbone(name_or_path: str | Path) -> str:
     if text.startswith((".", "/", "~")):
         raise ValueError(f"backbone folder {text!r} does not exist")
     return text
+
+
+#: What a reward model download fetches from the hub: configs, tokenizer files, safetensors weights, the model
+#: card and `rewardlab.json` — never pickled weights (`.bin`, `.pt`, …), which could run code when loaded.
+HUB_ALLOW_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "README.md")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9._/-]+)?$")
+
+
+def is_hub_id(text: str) -> bool:
+    """True for `owner/name` or `owner/name@revision` (the shapes of a Hugging Face hub model id)."""
+    return bool(_HUB_ID.match(text)) and ".." not in text
+
+
+def resolve_model_folder(name_or_path: str | Path, *, what: str = "model") -> Path:
+    """The local folder of a saved model: an existing folder as is (it always wins over a hub id spelled the
+    same), else a hub id `owner/name[@revision]` downloaded with `huggingface_hub.snapshot_download` (configs,
+    tokenizer, safetensors, `rewardlab.json`, README only — never pickles); errors name the input."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ValueError(f"{what} {text!r} is a file; expected a Hugging Face model folder")
+    if not is_hub_id(text):
+        raise ValueError(f"{what} folder {text!r} does not exist (and it is not a hub id of the form owner/name)")
+    repo_id, _, revision = text.partition("@")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as error:  # pragma: no cover - huggingface_hub comes with transformers
+        raise ValueError(f"{what} {text!r}: no local folder of that name, and huggingface_hub is not installed "
+                         "to fetch it from the hub") from error
+    try:
+        local = snapshot_download(repo_id, revision=revision or None, allow_patterns=list(HUB_ALLOW_PATTERNS))
+    except Exception as error:  # offline, not found, gated, network: one readable line naming the id
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+        raise ValueError(
+            f"{what} {text!r}: no local folder of that name, and the hub could not provide it "
+            f"({type(error).__name__}{': ' + reason if reason else ''}); check the id, the network "
+            "(HF_HUB_OFFLINE=1 allows only models already in the local cache) or pass a local folder"
+        ) from None
+    folder = Path(local)
+    if not any(folder.glob("*.safetensors")):
+        raise ValueError(f"{what} {text!r} (hub): no safetensors weights; pickled weights (.bin, .pt) are not "
+                         "downloaded, since loading a pickle can run code — convert the weights to safetensors")
+    return folder
 
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")

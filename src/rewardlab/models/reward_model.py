@@ -25,7 +25,7 @@ import copy
 import inspect
 import json
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,18 +439,30 @@ class RewardModel(nn.Module):
         return class_name
 
     def save_pretrained(
-        self, path: str | Path, *, tokenizer: Any = None, metadata: dict[str, Any] | None = None
+        self,
+        path: str | Path,
+        *,
+        tokenizer: Any = None,
+        card: ModelCard | None = None,
+        metadata: Mapping[str, Any] | ModelCard | None = None,
     ) -> Path:
-        """Write the model, its tokenizer and `rewardlab.json` to the folder `path` (created if missing).
+        """Write the model, its tokenizer, `rewardlab.json` and a `README.md` model card to the folder `path`.
 
-        `metadata` may hold `reward_mean`, `reward_std` (scores on the training data, for normalisation),
-        `template`, `max_length`, `training_config` and anything JSON-serialisable.
+        `card` (default: `model.card`) holds what the folder says about the model; its architecture fields are
+        filled here. `metadata`, a `rewardlab.json`-style dict (`reward_mean`, `reward_std`, `template`,
+        `max_length`, `training_config`, any JSON-serialisable key), is still accepted and applied on top of the
+        card (known keys typed, others kept in `card.extra`). A `README.md` that rewardlab did not write is kept.
         """
         from safetensors.torch import save_file
 
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         if tokenizer is None:
             raise ValueError("save_pretrained needs the tokenizer: pass tokenizer=... or set model.tokenizer")
+        record = card_from_metadata(card if card is not None else self.card, source="save_pretrained(card=...)")
+        if metadata is not None:
+            extra = card_from_metadata(metadata, source="save_pretrained(metadata=...)")
+            record = record.updated(extra.to_json() if isinstance(metadata, ModelCard) else metadata,
+                                    source="save_pretrained(metadata=...)")
         ensure_pad_token(tokenizer)
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
@@ -477,44 +489,49 @@ class RewardModel(nn.Module):
                 heads.update({f"gate.{name}": value for name, value in self.gate.state_dict().items()})
             save_file(_tensors_for_file(heads), str(folder / HEAD_FILE), metadata={"format": "pt"})
             layout = LAYOUT_BACKBONE_AND_HEAD
-        record: dict[str, Any] = {**self.metadata, **(metadata or {})}
-        mean, std = record.get("reward_mean"), record.get("reward_std")
-        if isinstance(mean, int | float) and isinstance(std, int | float):
-            config.mean, config.std = float(mean), float(std)  # OpenRLHF reads these for --normalize_reward
+        if record.reward_mean is not None and record.reward_std is not None:
+            config.mean, config.std = record.reward_mean, record.reward_std  # OpenRLHF's --normalize_reward reads these
         config.save_pretrained(str(folder))
+        if layout == LAYOUT_BACKBONE_AND_HEAD:
+            _refuse_stock_loading(folder / "config.json", self._not_stock_reason())
         tokenizer.save_pretrained(str(folder))
-        record.update(
-            {
-                "format_version": FORMAT_VERSION,
-                "layout": layout,
-                "kind": self.kind,
-                "pooling": self.pooling,
-                "objectives": list(self.objective_names),
-                "gating": self.gate is not None,
-                "uses_token_type_ids": self.uses_token_type_ids,
-                "tokenizer_hash": tokenizer_hash(tokenizer),
-                "auto_model_for_sequence_classification": class_name is not None,
-            }
-        )
-        text = dumps_strict(record, indent=2, sort_keys=True, default=str)
-        (folder / METADATA_FILE).write_text(text + "\n", encoding="utf-8")
-        self.metadata = record
+        record.format_version = FORMAT_VERSION
+        record.layout = layout
+        record.kind = self.kind
+        record.pooling = self.pooling
+        record.objectives = list(self.objective_names)
+        record.gating = self.gate is not None
+        record.uses_token_type_ids = self.uses_token_type_ids
+        record.tokenizer_hash = tokenizer_hash(tokenizer)
+        record.auto_model_for_sequence_classification = class_name is not None
+        record.created_with = record.created_with or rewardlab_version()
+        record.write(folder)
+        _write_readme(folder, record)
+        self.card = record
         return folder
+
+    def _not_stock_reason(self) -> str:
+        """Why no stock transformers class expresses this model (for the refusal message in config.json)."""
+        parts = [f"{self.pooling} pooling"]
+        if len(self.objective_names) > 1:
+            parts.append(f"{len(self.objective_names)} objectives")
+        if self.gate is not None:
+            parts.append("a gating network")
+        return ", ".join(parts)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, torch_dtype: Any = None) -> RewardModel:
         """Load a folder written by `save_pretrained` — or any single-label Hugging Face sequence classifier
-        whose head is one linear layer (e.g. a TRL `RewardTrainer` output)."""
+        whose head is one linear layer (e.g. a TRL `RewardTrainer` output). `path` may also be a Hugging Face hub
+        id (`owner/name`, `owner/name@revision`), downloaded where a hub is reachable; a local folder of the same
+        name wins."""
         from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
-        folder = Path(path)
-        if not folder.is_dir():
-            raise ValueError(f"reward model folder {str(path)!r} does not exist")
-        metadata = read_metadata(folder)
+        folder = resolve_model_folder(path, what="reward model")
+        card = ModelCard.read(folder)
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        saved_hash = metadata.get("tokenizer_hash")
-        if saved_hash is not None and saved_hash != tokenizer_hash(tokenizer):
+        if card.tokenizer_hash is not None and card.tokenizer_hash != tokenizer_hash(tokenizer):
             warnings.warn(
                 f"{folder}: the tokenizer differs from the one the model was saved with (tokenizer hash mismatch)",
                 stacklevel=2,
@@ -522,14 +539,20 @@ class RewardModel(nn.Module):
         ensure_pad_token(tokenizer)
         dtype = _as_dtype(torch_dtype)
         dtype_option = {"dtype": dtype} if dtype is not None else {}
-        layout = metadata.get("layout", LAYOUT_SEQUENCE_CLASSIFICATION)
+        layout = card.layout or LAYOUT_SEQUENCE_CLASSIFICATION
         options: dict[str, Any] = {
-            "pooling": metadata.get("pooling", "auto"),
-            "objectives": metadata.get("objectives"),
-            "gating": bool(metadata.get("gating", False)),
+            "pooling": card.pooling or "auto",
+            "objectives": card.objectives,
+            "gating": card.gating,
             "tokenizer": tokenizer,
         }
         if layout == LAYOUT_SEQUENCE_CLASSIFICATION:
+            if _real_model_type(folder) is not None:
+                raise ValueError(
+                    f"{folder}: config.json is a rewardlab backbone-and-head config but "
+                    f"{METADATA_FILE} {'is missing' if card.is_empty else 'says layout ' + repr(layout)}; "
+                    f"restore {METADATA_FILE} (it records the pooling and the head)"
+                )
             with quiet_transformers(), refusing_pickles(folder):
                 classifier = AutoModelForSequenceClassification.from_pretrained(
                     str(folder), weights_only=True, **dtype_option
@@ -539,7 +562,7 @@ class RewardModel(nn.Module):
                     f"{folder}: config.json has num_labels={classifier.config.num_labels}; a reward model has 1"
                 )
             backbone = getattr(classifier, classifier.base_model_prefix)
-            kind = metadata.get("kind") or backbone_kind(backbone.config)
+            kind = card.kind or backbone_kind(backbone.config)
             head = getattr(classifier, _HEAD_NAMES[kind], None)
             if not isinstance(head, nn.Linear):
                 raise ValueError(
@@ -554,9 +577,10 @@ class RewardModel(nn.Module):
         elif layout == LAYOUT_BACKBONE_AND_HEAD:
             from safetensors.torch import load_file
 
+            config = _backbone_config(folder)
             with quiet_transformers(), refusing_pickles(folder):
-                backbone = AutoModel.from_pretrained(str(folder), weights_only=True, **dtype_option)
-            model = cls(backbone, kind=metadata.get("kind"), **options)
+                backbone = AutoModel.from_pretrained(str(folder), config=config, weights_only=True, **dtype_option)
+            model = cls(backbone, kind=card.kind, **options)
             head_path = folder / HEAD_FILE
             if not head_path.is_file():
                 raise ValueError(f"{folder}: {HEAD_FILE} is missing (rewardlab.json says layout {layout!r})")
@@ -566,27 +590,86 @@ class RewardModel(nn.Module):
                 model.gate.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("gate.")})
         else:
             raise ValueError(f"{folder}/{METADATA_FILE}: unknown layout {layout!r}")
-        model.metadata = metadata
-        model.uses_token_type_ids = bool(metadata.get("uses_token_type_ids", False))
+        model.card = card
+        model.uses_token_type_ids = card.uses_token_type_ids
         model.eval()
         return model
 
 
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The `rewardlab.json` of a saved reward model folder (`{}` for a plain Hugging Face folder)."""
-    file = Path(path) / METADATA_FILE
-    if not file.is_file():
-        return {}
+def _refuse_stock_loading(config_file: Path, reason: str) -> None:
+    """Rewrite `config.json` so transformers' Auto classes refuse the folder, with a message that says what to do.
+
+    transformers reports an unknown `model_type` as "The checkpoint you are trying to load has model type `X` but
+    Transformers does not recognize this architecture", so X is the instruction; the real type is kept under
+    `rewardlab_model_type` for `RewardModel.from_pretrained`.
+    """
+    data = json.loads(config_file.read_text(encoding="utf-8"))
+    data[REAL_MODEL_TYPE_KEY] = data["model_type"]
+    data["model_type"] = (
+        f"rewardlab_reward_model: this is a rewardlab reward model with {reason}, which "
+        "AutoModelForSequenceClassification cannot express (it would score with a random head); load it with "
+        "rewardlab: rewardlab.load('rm:FOLDER') or rewardlab.models.RewardModel.from_pretrained('FOLDER')"
+    )
+    data["architectures"] = [REWARDLAB_ARCHITECTURE]
+    config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _real_model_type(folder: Path) -> str | None:
+    """The backbone's model type kept in a refusing `config.json` (None for a stock config)."""
+    file = folder / "config.json"
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{file}: not valid JSON ({error})") from error
-    if not isinstance(data, dict):
-        raise ValueError(f"{file}: expected a JSON object, got {type(data).__name__}")
-    return data
+    except (OSError, ValueError):
+        return None
+    value = data.get(REAL_MODEL_TYPE_KEY) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
-def load_reward_model(path: str | Path, *, torch_dtype: Any = None) -> tuple[RewardModel, Any, dict[str, Any]]:
-    """Load a saved reward model: `(model in eval mode, its tokenizer, its rewardlab.json metadata)`."""
+def _backbone_config(folder: Path) -> Any:
+    """The backbone's config from `folder/config.json`, with the real `model_type` restored when it was hidden."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    real = _real_model_type(folder)
+    if real is None:
+        with quiet_transformers():
+            return AutoConfig.from_pretrained(str(folder))
+    data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    data.pop(REAL_MODEL_TYPE_KEY, None)
+    data.pop("architectures", None)
+    data["model_type"] = real
+    if real not in CONFIG_MAPPING:
+        raise ValueError(f"{folder}/config.json: backbone model type {real!r} is unknown to this transformers version")
+    with quiet_transformers():
+        return CONFIG_MAPPING[real].from_dict(data)
+
+
+def _write_readme(folder: Path, card: ModelCard) -> None:
+    """Write the model card `README.md`, unless a README that rewardlab did not write is there (then warn)."""
+    file = folder / README_FILE
+    if file.is_file():
+        try:
+            ours = README_MARKER in file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            ours = False
+        if not ours:
+            warnings.warn(f"{file} was not written by rewardlab: kept as is (the model card is in {METADATA_FILE})",
+                          stacklevel=3)
+            return
+    file.write_text(card.readme(name=folder.name), encoding="utf-8")
+
+
+def read_card(path: str | Path) -> ModelCard:
+    """The `ModelCard` of a saved reward model folder (an empty card for a plain Hugging Face folder)."""
+    return ModelCard.read(path)
+
+
+def read_metadata(path: str | Path) -> ModelCard:
+    """The folder's `ModelCard` (old name of `read_card`; indexing it by `rewardlab.json` key still works)."""
+    return ModelCard.read(path)
+
+
+def load_reward_model(path: str | Path, *, torch_dtype: Any = None) -> tuple[RewardModel, Any, ModelCard]:
+    """Load a saved reward model (folder or hub id): `(model in eval mode, its tokenizer, its ModelCard)`."""
     model = RewardModel.from_pretrained(path, torch_dtype=torch_dtype)
-    return model, model.tokenizer, dict(model.metadata)
+    return model, model.tokenizer, model.card

@@ -1,8 +1,9 @@
 """`rm:PATH` — a learned reward model as a `Reward`: batched, length-sorted, padding-invariant.
 
 PATH is a folder written by `RewardModel.save_pretrained` (or `rewardlab train`), or any single-label Hugging
-Face sequence classifier whose head is one linear layer (e.g. a TRL `RewardTrainer` output). torch and
-transformers are imported when the reward is built, not when the registry is scanned.
+Face sequence classifier whose head is one linear layer (e.g. a TRL `RewardTrainer` output), or a Hugging Face hub
+id (`owner/name`, `owner/name@revision`) where a hub is reachable — a local folder of the same name always wins.
+torch and transformers are imported when the reward is built, not when the registry is scanned.
 
 Failure semantics (issue 8): every string response is scorable, so it gets a value and the reward always
 applies. An over-long sample is truncated (`truncation`, `max_length`), never an error; lone surrogates in the
@@ -17,15 +18,15 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from rewardlab.models.card import ModelCard
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
 from rewardlab.rewards._held import nothing as _none
 from rewardlab.types import Reward, Sample, Score
 
-#: Metadata keys (in the folder's `rewardlab.json`) holding the reward mean/std on the training data.
+#: Keys (in the folder's `rewardlab.json`, fields of its `ModelCard`) holding the reward mean/std on the training data.
 REWARD_MEAN_KEY = "reward_mean"
 REWARD_STD_KEY = "reward_std"
 #: `precision` option values: exact float32, bfloat16 autocast, or bfloat16 where the device supports it natively.
@@ -84,7 +85,8 @@ def _unicode_problem(prompt: Any, response: str) -> str | None:
 
 @register("rm", family=True, usage="rm:PATH")
 class ModelReward(HeldState, Reward):
-    """Learned reward model from a saved folder (`rm:./my-rm`); multi-objective heads fill `objectives`.
+    """Learned reward model from a saved folder (`rm:./my-rm`) or a hub id (`rm:owner/name`); multi-objective
+    heads fill `objectives`.
 
     Options: `batch_size` (rows per forward pass, 16), `max_length` (token budget; default the one saved with
     the model, else 512), `device` (`auto` = CUDA when available), `normalize` (subtract the saved training
@@ -115,10 +117,9 @@ class ModelReward(HeldState, Reward):
         max_batch_tokens: int | None = 16384,
     ) -> None:
         from rewardlab.data.encoding import TRUNCATION_POLICIES
+        from rewardlab.models.backbones import resolve_model_folder
 
-        folder = Path(str(path)).expanduser()
-        if not folder.is_dir():
-            raise ValueError(f"rm: reward model folder {str(path)!r} does not exist")
+        folder = resolve_model_folder(str(path), what="rm: reward model")
         if not (folder / "config.json").is_file():
             raise ValueError(f"rm: {folder} has no config.json; expected a folder saved by RewardModel.save_pretrained")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -132,6 +133,8 @@ class ModelReward(HeldState, Reward):
         if max_batch_tokens is not None and (not isinstance(max_batch_tokens, int) or max_batch_tokens < 1):
             raise ValueError(f"max_batch_tokens must be an integer >= 1 or None, got {max_batch_tokens!r}")
         self.path = str(folder)
+        #: What the spec named: the folder, or the hub id it was downloaded from.
+        self.source = str(path)
         self.batch_size = batch_size
         self.precision = precision
         self.max_batch_tokens = max_batch_tokens
@@ -142,7 +145,7 @@ class ModelReward(HeldState, Reward):
         self.torch_dtype = torch_dtype
         self._model: Any
         self._init_held()
-        self.metadata: dict[str, Any] = {}
+        self.card = ModelCard()
         self._load()
         if self.normalize:
             self.mean_std()
@@ -155,16 +158,16 @@ class ModelReward(HeldState, Reward):
                 from rewardlab.data.templates import template_name
                 from rewardlab.models.reward_model import load_reward_model
 
-                model, tokenizer, metadata = load_reward_model(self.path, torch_dtype=self.torch_dtype)
-                saved, now = metadata.get("template"), template_name(tokenizer)
-                if isinstance(saved, str) and saved != now:
+                model, tokenizer, card = load_reward_model(self.path, torch_dtype=self.torch_dtype)
+                saved, now = card.template, template_name(tokenizer)
+                if saved is not None and saved != now:
                     warnings.warn(
                         f"rm: {self.path} was trained with template {saved!r} but its tokenizer now renders {now!r}",
                         stacklevel=2,
                     )
                 model.to(_pick_device(self.device))
                 model.eval()
-                self.metadata = metadata
+                self.card = card
                 self._model = model
             return self._model
 
@@ -173,8 +176,8 @@ class ModelReward(HeldState, Reward):
         """The token budget per sample: the option, else the saved `max_length`, else the backbone's limit."""
         if self.max_length_option is not None:
             return self.max_length_option
-        saved = self.metadata.get("max_length")
-        if isinstance(saved, int) and saved > 0:
+        saved = self.card.max_length
+        if saved is not None and saved > 0:
             return saved
         limit = DEFAULT_MAX_LENGTH
         if self._model is not None:
@@ -190,17 +193,17 @@ class ModelReward(HeldState, Reward):
             return self.truncation_option
         from rewardlab.data.encoding import TRUNCATION_POLICIES
 
-        saved = self.metadata.get("truncation")
+        saved = self.card.truncation
         return saved if saved in TRUNCATION_POLICIES else "prompt_left"
 
     def mean_std(self) -> tuple[float, float]:
         """The reward mean and std on the training data, as saved in `rewardlab.json` (for `normalize`)."""
-        mean, std = self.metadata.get(REWARD_MEAN_KEY), self.metadata.get(REWARD_STD_KEY)
-        if not isinstance(mean, int | float) or not isinstance(std, int | float):
+        mean, std = self.card.reward_mean, self.card.reward_std
+        if mean is None or std is None:
             raise ValueError(
                 f"rm: normalize=True needs {REWARD_MEAN_KEY!r} and {REWARD_STD_KEY!r} in {self.path}/rewardlab.json "
-                f"(got {mean!r}, {std!r}); save the model with metadata={{'{REWARD_MEAN_KEY}': ..., "
-                f"'{REWARD_STD_KEY}': ...}}"
+                f"(got {mean!r}, {std!r}); save the model with card=ModelCard({REWARD_MEAN_KEY}=..., "
+                f"{REWARD_STD_KEY}=...)"
             )
         if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
             raise ValueError(f"rm: saved reward std must be finite and > 0 in {self.path}/rewardlab.json, got {std!r}")
