@@ -12,17 +12,28 @@ Data kinds (one file may hold one kind; a Python list may mix them):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.data.rewardbench import (
+    FORMATS,
+    RewardBench2Row,
+    RewardBenchDataError,
+    detect_row_format,
+    is_rewardbench_subsets,
+    load_hub_split,
+    rewardbench2_row,
+    rewardbench_pair,
+)
 from rewardlab.data.steps import StepDataError, step_row_from_dict
 from rewardlab.provenance import file_sha256
 from rewardlab.types import PreferencePair, RankedResponses, StepRow
 
-EvalItem = PreferencePair | RankedResponses | StepRow
+EvalItem = PreferencePair | RankedResponses | StepRow | RewardBench2Row
 _FILE_SUFFIXES = (".jsonl", ".json", ".gz", ".parquet", ".ndjson", ".csv")
 
 
@@ -37,10 +48,12 @@ class EvalData:
     pairs: list[PreferencePair] = field(default_factory=list)
     best_of_n: list[RankedResponses] = field(default_factory=list)
     steps: list[StepRow] = field(default_factory=list)
+    rewardbench2: list[RewardBench2Row] = field(default_factory=list)
+    benchmark: str | None = None  # "rewardbench" / "rewardbench2": the data also gets that benchmark's scores
     source: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.pairs) + len(self.best_of_n) + len(self.steps)
+        return len(self.pairs) + len(self.best_of_n) + len(self.steps) + len(self.rewardbench2)
 
 
 SKIPPED_ROWS_SHOWN = 100
@@ -61,102 +74,204 @@ def _parse_rows_slice(rows: str | slice | None) -> slice | None:
     return slice(start, end)
 
 
-def _detect_kind(path: Path) -> str:
-    """'best_of_n', 'steps' or 'pairs', from the first parseable row of a JSONL file."""
-    if not path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-        return "pairs"
-    for line in iter_jsonl(path):
-        if line.error is None and isinstance(line.row, dict):
-            row = line.row
-            if isinstance(row.get("rejected"), list) and all(isinstance(r, str) for r in row["rejected"]):
-                return "best_of_n"
-            if "steps" in row and "label" in row:
-                return "steps"
-            return "pairs"
-    return "pairs"
+def _file_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) for every row of a .jsonl[.gz] / .json / .parquet file; `where` is `file:line` (or `file[i]`)."""
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".parquet", ".json")):
+        from rewardlab.data.preference import PreferenceFormatError, _iter_file
 
-
-def _read_special_rows(path: Path, kind: str) -> list[EvalItem]:
-    items: list[EvalItem] = []
+        try:
+            for number, row in _iter_file(path):
+                yield f"{path}:{number}", row
+        except PreferenceFormatError as error:
+            raise EvaluationDataError(str(error)) from error
+        return
     for line in iter_jsonl(path):
         where = f"{path}:{line.number}"
         if line.error is not None:
             raise EvaluationDataError(f"{where}: {line.error}")
-        row = line.row
-        if not isinstance(row, dict):
-            raise EvaluationDataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        prompt = row.get("prompt", "")
-        if not isinstance(prompt, str | list):
-            raise EvaluationDataError(f"{where}: field 'prompt' must be a string or a list of messages")
-        subset = row.get("subset")
-        row_id = None if row.get("id") is None else str(row["id"])
-        if kind == "best_of_n":
-            chosen, rejected = row.get("chosen"), row.get("rejected")
-            if not isinstance(chosen, str):
-                raise EvaluationDataError(f"{where}: field 'chosen' must be a string")
-            if not isinstance(rejected, list) or not rejected or not all(isinstance(r, str) for r in rejected):
-                raise EvaluationDataError(f"{where}: field 'rejected' must be a non-empty list of strings")
-            items.append(RankedResponses(prompt=prompt, responses=[chosen, *rejected], subset=subset, id=row_id,
-                                         metadata={"source_row": line.number}))
-        else:
-            try:
-                step_row = step_row_from_dict(row, where)
-            except StepDataError as error:
-                raise EvaluationDataError(str(error)) from error
-            step_row.metadata["source_row"] = line.number
-            items.append(step_row)
-    return items
+        yield where, line.row
+
+
+def _detect_kind(rows: Iterable[tuple[str, Any]]) -> str:
+    """The format of the first row that is a JSON object (`detect_row_format`), or 'pairs'."""
+    for _, row in rows:
+        if isinstance(row, Mapping):
+            return detect_row_format(row)
+    return "pairs"
+
+
+def _detect_file_kind(path: Path) -> str:
+    """`_detect_kind` of a file's first parseable row (unreadable lines are left to the loader to report)."""
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".parquet", ".json")):
+        return _detect_kind(_file_rows(path))
+    if not name.endswith((".jsonl", ".ndjson")):
+        return "pairs"
+    return _detect_kind((str(line.number), line.row) for line in iter_jsonl(path) if line.error is None)
+
+
+def _row_number(where: str) -> int | None:
+    """The 1-based row a `where` ends in (`file:12` or `name[11]` → 12), for `--rows` slicing."""
+    if where.endswith("]") and "[" in where:
+        tail = where.rsplit("[", 1)[1][:-1]
+        return int(tail) + 1 if tail.isdigit() else None
+    tail = where.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _item_from_row(row: Any, where: str, kind: str) -> EvalItem:
+    """One row (a dict) of a special format → its item; errors name `where` and the field."""
+    if not isinstance(row, Mapping):
+        raise EvaluationDataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    number = _row_number(where)
+    try:
+        if kind == "rewardbench2":
+            rb2 = rewardbench2_row(row, where)
+            rb2.metadata["source_row"] = number
+            return rb2
+        if kind == "rewardbench":
+            pair = rewardbench_pair(row, where)
+            pair.metadata["source_row"] = number
+            return pair
+    except RewardBenchDataError as error:
+        raise EvaluationDataError(str(error)) from error
+    prompt = row.get("prompt", "")
+    if not isinstance(prompt, str | list):
+        raise EvaluationDataError(f"{where}: field 'prompt' must be a string or a list of messages")
+    subset = row.get("subset")
+    row_id = None if row.get("id") is None else str(row["id"])
+    if kind == "best_of_n":
+        chosen, rejected = row.get("chosen"), row.get("rejected")
+        if not isinstance(chosen, str):
+            raise EvaluationDataError(f"{where}: field 'chosen' must be a string")
+        if not isinstance(rejected, list) or not rejected or not all(isinstance(r, str) for r in rejected):
+            raise EvaluationDataError(f"{where}: field 'rejected' must be a non-empty list of strings")
+        return RankedResponses(prompt=prompt, responses=[chosen, *rejected], subset=subset, id=row_id,
+                               metadata={"source_row": number})
+    try:
+        step_row = step_row_from_dict(row, where)
+    except StepDataError as error:
+        raise EvaluationDataError(str(error)) from error
+    step_row.metadata["source_row"] = number
+    return step_row
 
 
 def _source_row(item: EvalItem) -> int | None:
-    """The 0-based row of the source file an item came from (the loaders record it 1-based as `source_row`)."""
+    """The 0-based row of the source an item came from (the loaders record it 1-based as `source_row`)."""
     row = item.metadata.get("source_row") if isinstance(item.metadata, dict) else None
     return row - 1 if isinstance(row, int) and not isinstance(row, bool) and row >= 1 else None
 
 
-def load_eval_data(
-    source: str | Path | Sequence[EvalItem], *, rows: str | slice | None = None, data_format: str = "auto"
-) -> EvalData:
-    """Load evaluation data from a file (any preference format, best-of-N rows or step rows) or a list of items.
+_SPECIAL_KINDS = ("best_of_n", "steps", "rewardbench", "rewardbench2")
 
-    `rows` ("START:END" or a slice) keeps the items that came from those rows of the file (0-based, end excluded;
-    e.g. "1500:1800" = the last 300 rows of 1,800, whatever rows the loader excluded); items without a recorded
-    source row (in-memory lists) are sliced by position.
+
+def _pairs_from_rows(rows: list[tuple[str, Any]], data_format: str, label: str) -> tuple[list[EvalItem], Any]:
+    """In-memory pair rows (HH, pairs, rated, ranked) through `load_preferences`, by way of a temporary JSONL."""
+    import tempfile
+
+    from rewardlab.data.preference import load_preferences
+
+    with tempfile.TemporaryDirectory(prefix="rewardlab-eval-") as folder:
+        path = Path(folder) / "rows.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for _, row in rows:
+                handle.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        loaded = load_preferences(path, format=data_format)
+    report = getattr(loaded, "report", None)
+    if report is not None:
+        report.source = label
+    return list(loaded), report
+
+
+def _rows_from_memory(source: Any) -> tuple[list[tuple[str, Any]] | None, list[EvalItem]]:
+    """((where, row) list, []) for a `datasets.Dataset` or a list holding dict rows; (None, items) for a list of
+    items."""
+    if hasattr(source, "column_names") and hasattr(source, "features"):  # datasets.Dataset / IterableDataset
+        return [(f"dataset[{i}]", dict(row)) for i, row in enumerate(source)], []
+    if isinstance(source, Mapping):
+        splits = sorted(str(k) for k in source)
+        raise EvaluationDataError(
+            f"evaluation data is a mapping (a DatasetDict with splits {splits}?): pass one split, e.g. data['test']"
+        )
+    items = list(source)
+    if any(isinstance(item, Mapping) for item in items):
+        return [(f"rows[{i}]", item) for i, item in enumerate(items)], []
+    return None, items
+
+
+def load_eval_data(
+    source: str | Path | Sequence[EvalItem] | Sequence[Mapping[str, Any]] | Any,
+    *,
+    rows: str | slice | None = None,
+    data_format: str = "auto",
+    split: str | None = None,
+) -> EvalData:
+    """Load evaluation data from a file, a folder, a Hugging Face Hub name (with `split`), a `datasets.Dataset`,
+    a list of dict rows or a list of items.
+
+    `data_format` is one of `FORMATS` (`auto` detects it from the first row: RewardBench 2 rows, best-of-N rows,
+    step rows, RewardBench v1 pairs, or any pair format `load_preferences` reads). `rows` ("START:END" or a slice)
+    keeps the items that came from those rows of the source (0-based, end excluded; e.g. "1500:1800" = the last
+    300 rows of 1,800, whatever rows the loader excluded); items without a recorded source row are sliced by
+    position.
     """
+    if data_format not in FORMATS:
+        raise EvaluationDataError(f"format must be one of {', '.join(FORMATS)}, got {data_format!r}")
     selection = _parse_rows_slice(rows)
     data = EvalData()
     items: list[EvalItem]
+    load_report: Any = None
+    kind = data_format
     if isinstance(source, str | Path):
-        load_report: Any = None
         path = Path(source)
         looks_like_file = path.suffix in _FILE_SUFFIXES or str(source).startswith((".", "/", "~"))
         if not path.exists() and looks_like_file:
             raise EvaluationDataError(f"evaluation data not found: {path}")
-        kind = _detect_kind(path) if data_format == "auto" and path.is_file() else "pairs"
-        if kind == "pairs":
+        row_source: list[tuple[str, Any]] | None = None
+        if path.is_file():
+            if kind == "auto":
+                kind = _detect_file_kind(path)
+            if kind in _SPECIAL_KINDS:
+                row_source = list(_file_rows(path))
+        elif path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "state.json").is_file()):
+            row_source = _saved_dataset_rows(path, split)  # a `save_to_disk` folder
+        elif not path.exists():
+            try:
+                hub_rows = load_hub_split(str(source), split)
+            except RewardBenchDataError as error:
+                raise EvaluationDataError(str(error)) from error
+            row_source = [(f"{source}[{i}]", row) for i, row in enumerate(hub_rows)]
+        if row_source is not None:
+            items, load_report, kind = _items_from_rows(row_source, kind, str(source), data_format)
+        else:  # a pair file, or a folder of data files
             from rewardlab.data.preference import load_preferences
 
-            # a folder, a file, or (when no such path exists) a `datasets` name
-            loaded = load_preferences(str(source) if not path.exists() else path, format=data_format)
+            loaded = load_preferences(path, format=data_format, split=split)
             items = list(loaded)
             load_report = getattr(loaded, "report", None)
-        else:
-            items = _read_special_rows(path, kind)
+            kind = "pairs" if kind == "auto" else kind
         data.source = {"path": str(path), "kind": kind}
-        if kind == "pairs" and load_report is not None and hasattr(load_report, "to_dict"):
-            summary = load_report.to_dict()
-            data.source["load_report"] = {
-                "rows_read": summary.get("rows"),
-                "skipped": len(summary.get("skipped", [])),
-                "skipped_rows": summary.get("skipped", [])[:SKIPPED_ROWS_SHOWN],  # [{"row", "reason"}], file's lines
-                "excluded": {k: len(v) for k, v in summary.get("excluded", {}).items()},
-                "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
-            }
+        if split is not None:
+            data.source["split"] = split
         if path.is_file():
             data.source["sha256"] = file_sha256(path)
+    elif isinstance(source, EvalData):
+        raise EvaluationDataError("load_eval_data got an EvalData: pass it straight to evaluate")
     else:
-        items = list(source)
-        data.source = {"path": None, "kind": "in-memory"}
+        memory_rows, items = _rows_from_memory(source)
+        if memory_rows is not None:
+            items, load_report, kind = _items_from_rows(memory_rows, kind, "in-memory rows", data_format)
+        data.source = {"path": None, "kind": "in-memory" if kind == "auto" else kind}
+    if load_report is not None and hasattr(load_report, "to_dict"):
+        summary = load_report.to_dict()
+        data.source["load_report"] = {
+            "rows_read": summary.get("rows"),
+            "skipped": len(summary.get("skipped", [])),
+            "skipped_rows": summary.get("skipped", [])[:SKIPPED_ROWS_SHOWN],  # [{"row", "reason"}], file's lines
+            "excluded": {k: len(v) for k, v in summary.get("excluded", {}).items()},
+            "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
+        }
     data.source["items_loaded"] = len(items)
     if selection is not None:
         rows_of = [_source_row(item) for item in items]
@@ -179,11 +294,56 @@ def load_eval_data(
             data.best_of_n.append(item)
         elif isinstance(item, StepRow):
             data.steps.append(item)
+        elif isinstance(item, RewardBench2Row):
+            data.rewardbench2.append(item)
         else:
             raise EvaluationDataError(f"unsupported evaluation item {type(item).__name__}")
     if not len(data):
         raise EvaluationDataError(f"no evaluation rows in {data.source.get('path') or 'the given list'}")
+    data.benchmark = _benchmark_of(data, kind, data_format)
+    data.source["benchmark"] = data.benchmark
     return data
+
+
+def _items_from_rows(
+    row_source: list[tuple[str, Any]], kind: str, label: str, data_format: str
+) -> tuple[list[EvalItem], Any, str]:
+    """Rows → items in `kind` (detected from the first row when 'auto'), with the pair loader's report if used;
+    pair rows go to `load_preferences` with the caller's `data_format` (so that `auto` still tells HH apart)."""
+    if kind == "auto":
+        kind = _detect_kind(row_source)
+    if kind in _SPECIAL_KINDS:
+        return [_item_from_row(row, where, kind) for where, row in row_source], None, kind
+    items, report = _pairs_from_rows(row_source, data_format, label)
+    return items, report, kind
+
+
+def _saved_dataset_rows(path: Path, split: str | None) -> list[tuple[str, Any]]:
+    """Rows of a `Dataset.save_to_disk` folder (a `DatasetDict` folder needs `split`)."""
+    import datasets
+
+    loaded = datasets.load_from_disk(str(path))
+    if isinstance(loaded, datasets.DatasetDict):
+        if split is None or split not in loaded:
+            raise EvaluationDataError(f"{path}: a saved DatasetDict with splits {sorted(loaded)}: pass --split")
+        loaded = loaded[split]
+    return [(f"{path}[{i}]", dict(row)) for i, row in enumerate(loaded)]
+
+
+def _benchmark_of(data: EvalData, kind: str, data_format: str) -> str | None:
+    """'rewardbench2', 'rewardbench' or None: which benchmark's scoring the data gets (auto-detected v1 data is
+    pairs whose subsets are all RewardBench v1 subsets)."""
+    if data.rewardbench2:
+        return "rewardbench2"
+    if kind == "rewardbench":
+        missing = [i for i, p in enumerate(data.pairs) if not p.subset]
+        if missing:
+            raise EvaluationDataError(f"RewardBench v1 pairs need a 'subset'; pair {missing[0]} has none")
+        return "rewardbench"
+    if data_format == "auto" and data.pairs and not data.best_of_n and not data.steps \
+            and is_rewardbench_subsets([p.subset for p in data.pairs]):
+        return "rewardbench"
+    return None
 
 
 def load_subset_weights(source: str | Path | Mapping[str, Any] | None) -> tuple[dict[str, str], dict[str, float]]:

@@ -29,6 +29,7 @@ from rewardlab.evaluate.metrics import (
     subset_accuracy,
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
+from rewardlab.evaluate.rewardbench import rewardbench2_scores, rewardbench_v1_scores
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
@@ -83,6 +84,7 @@ class _Plan:
     pair_meta: list[PreferencePair]
     best_index: list[list[int]]  # positions of [chosen, *rejected] per best-of-N row
     step_index: list[int]
+    rb2_index: list[list[int]]  # positions of [*chosen, *rejected] per RewardBench 2 row
 
 
 def _plan(data: EvalData) -> _Plan:
@@ -108,7 +110,19 @@ def _plan(data: EvalData) -> _Plan:
     for step_row in data.steps:
         step_index.append(len(samples))
         samples.append(step_row.sample())
-    return _Plan(samples, pair_index, pair_meta, best_index, step_index)
+    rb2_index: list[list[int]] = []
+    for rb2 in data.rewardbench2:
+        positions = []
+        for response in rb2.responses:
+            positions.append(len(samples))
+            samples.append(Sample(prompt=rb2.prompt, response=response, metadata=dict(rb2.metadata)))
+        rb2_index.append(positions)
+        n_chosen = len(rb2.chosen)
+        for i, good in enumerate(rb2.chosen):  # every correct-vs-incorrect pair, for the pairwise metrics
+            for j, bad in enumerate(rb2.rejected):
+                pair_index.append((positions[i], positions[n_chosen + j]))
+                pair_meta.append(PreferencePair(rb2.prompt, good, bad, subset=rb2.subset, id=rb2.id))
+    return _Plan(samples, pair_index, pair_meta, best_index, step_index, rb2_index)
 
 
 def _robustness(
@@ -216,6 +230,14 @@ def evaluate_reward(
     }
     if sections:
         metrics["sections"] = section_scores(per_subset, sections, section_weights)
+    if data.benchmark == "rewardbench2":
+        metrics["rewardbench"] = rewardbench2_scores(
+            data.rewardbench2, [[values[j] for j in pos] for pos in plan.rb2_index])
+    elif data.benchmark == "rewardbench":
+        n = len(data.pairs)  # the file's own pairs come first in the plan
+        metrics["rewardbench"] = rewardbench_v1_scores(chosen_v[:n], rejected_v[:n], [p.subset for p in data.pairs])
+    else:
+        metrics["rewardbench"] = None
 
     # calibration: pairs with both values; a tie-labelled pair has label 0.5
     margins, labels = [], []
@@ -313,7 +335,7 @@ def _seed_everything(seed: int) -> None:
 
 def evaluate(
     rewards: Sequence[Reward | str | Mapping[str, Any]] | Reward | str,
-    data: str | Path | Sequence[EvalItem] | EvalData,
+    data: str | Path | Sequence[EvalItem] | Sequence[Mapping[str, Any]] | EvalData | Any,
     *,
     output_dir: str | Path | None = None,
     batch_size: int = 64,
@@ -325,8 +347,14 @@ def evaluate(
     n_bins: int = 10,
     step_threshold: float = 0.5,
     report: bool = True,
+    data_format: str = "auto",
+    split: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one or more rewards on preference / best-of-N / step-labelled data.
+    """Evaluate one or more rewards on preference / best-of-N / step-labelled / RewardBench v1 or v2 data.
+
+    `data` is a file, a folder, a Hugging Face Hub name (`split` picks the split), a `datasets.Dataset`, a list of
+    dict rows or of items, or an `EvalData`; `data_format` forces a format (`rewardlab.data.rewardbench.FORMATS`).
+    RewardBench data also gets the benchmark's own scores under `rewardbench` (`rewardlab.evaluate.rewardbench`).
 
     Returns the metrics dict (also written to `output_dir/metrics.json` with `scores.jsonl` and, unless
     `report=False`, `report.html`): the first reward's metrics at the top level, every reward's under
@@ -337,7 +365,8 @@ def evaluate(
     specs: list[Any] = [rewards] if isinstance(rewards, Reward | str | Mapping) else list(rewards)
     if not specs:
         raise ValueError("evaluate needs at least one reward")
-    eval_data = data if isinstance(data, EvalData) else load_eval_data(data, rows=rows)
+    eval_data = data if isinstance(data, EvalData) else load_eval_data(
+        data, rows=rows, data_format=data_format, split=split)
     sections, weights = load_subset_weights(subset_weights)
     _seed_everything(seed)
     built: list[tuple[Any, Reward, bool]] = []
@@ -382,6 +411,7 @@ def evaluate(
             **eval_data.source,
             "n_pairs": len(eval_data.pairs),
             "n_best_of_n_rows": len(eval_data.best_of_n),
+            "n_rewardbench2_rows": len(eval_data.rewardbench2),
             "n_step_rows": len(eval_data.steps),
         },
         "provenance": {
