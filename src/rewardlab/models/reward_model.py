@@ -504,6 +504,7 @@ class RewardModel(nn.Module):
         record.uses_token_type_ids = self.uses_token_type_ids
         record.tokenizer_hash = tokenizer_hash(tokenizer)
         record.auto_model_for_sequence_classification = class_name is not None
+        record.backbone = record.backbone or self.card.backbone
         record.created_with = record.created_with or rewardlab_version()
         record.write(folder)
         _write_readme(folder, record)
