@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
+from rewardlab.data.rewardbench import FORMATS
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -25,7 +27,14 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                      help="reward spec (repeat to compare rewards side by side): length, rm:./my-rm, inline JSON, "
                           "a YAML/JSON file")
     cmd.add_argument("--data", "-d", required=True, metavar="PATH",
-                     help="evaluation data (.jsonl[.gz], .json, .parquet, or a datasets name/folder)")
+                     help="evaluation data (.jsonl[.gz], .json, .parquet, a folder, or a Hugging Face Hub name such "
+                          "as allenai/reward-bench-2)")
+    cmd.add_argument("--format", dest="data_format", default="auto", choices=FORMATS,
+                     help="row format (auto: detected from the first row; rewardbench = RewardBench v1 pairs, "
+                          "rewardbench2 = RewardBench 2 rows, also scored by the benchmark's own rules)")
+    cmd.add_argument("--split", default=None, metavar="NAME",
+                     help="split of a Hub data set or saved DatasetDict (default: the benchmark's own: filtered "
+                          "for allenai/reward-bench, test for allenai/reward-bench-2, else train)")
     cmd.add_argument("--output", "-o", required=True, type=Path, metavar="DIR", help="output folder")
     cmd.add_argument("--subset-weights", default=None, metavar="FILE",
                      help="JSON/YAML: {subset: section} (or {section: [subsets]}), optional section_weights")
@@ -49,7 +58,11 @@ def _fmt(value: Any) -> str:
 def results_table(result: dict[str, Any]) -> Table:
     """The headline metrics, one column per reward."""
     rewards = result["rewards"]
-    table = Table(title=f"rewardlab eval · {result['data'].get('n_pairs', 0)} pairs")
+    data = result["data"]
+    title = f"rewardlab eval · {data.get('n_pairs', 0)} pairs"
+    if data.get("n_rewardbench2_rows"):
+        title = f"rewardlab eval · {data['n_rewardbench2_rows']} RewardBench 2 rows"
+    table = Table(title=title)
     table.add_column("metric")
     for label in rewards:
         table.add_column(label, justify="right")
@@ -73,7 +86,16 @@ def results_table(result: dict[str, Any]) -> Table:
     subsets = sorted({s for m in rewards.values() for s in m["subsets"]})
     if len(subsets) > 1:
         for s in subsets:
-            table.add_row(f"  subset {s}", *(_fmt(m["subsets"].get(s, {}).get("accuracy")) for m in rewards.values()))
+            table.add_row(f"  subset {escape(s)}",
+                          *(_fmt(m["subsets"].get(s, {}).get("accuracy")) for m in rewards.values()))
+    benchmark = [m.get("rewardbench") for m in rewards.values()]
+    if all(b is not None for b in benchmark):
+        from rewardlab.evaluate.rewardbench import rewardbench_table
+
+        tables = [dict(rewardbench_table(b)) for b in benchmark if b is not None]
+        table.add_section()
+        for name in tables[0]:
+            table.add_row(f"[bold]{escape(name)}[/]", *(_fmt(t.get(name)) for t in tables))
     return table
 
 
@@ -95,7 +117,7 @@ def run_eval(args: argparse.Namespace) -> int:
             args.reward, args.data, output_dir=args.output, batch_size=args.batch_size,
             subset_weights=args.subset_weights, quiet=args.quiet, seed=args.seed, rows=args.rows,
             robustness_pairs=args.robustness_pairs, n_bins=args.bins, step_threshold=args.step_threshold,
-            report=not args.no_report,
+            report=not args.no_report, data_format=args.data_format, split=args.split,
         )
     except SpecError as error:
         raise CLIError(f"--reward: {error}") from error

@@ -163,6 +163,9 @@ def _source_row(item: EvalItem) -> int | None:
     return row - 1 if isinstance(row, int) and not isinstance(row, bool) and row >= 1 else None
 
 
+_SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")
+"""Files that mark a `save_to_disk` folder (a `Dataset` or a `DatasetDict`)."""
+
 _SPECIAL_KINDS = ("best_of_n", "steps", "rewardbench", "rewardbench2")
 
 
@@ -234,7 +237,7 @@ def load_eval_data(
                 kind = _detect_file_kind(path)
             if kind in _SPECIAL_KINDS:
                 row_source = list(_file_rows(path))
-        elif path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "state.json").is_file()):
+        elif path.is_dir() and any((path / name).is_file() for name in _SAVED_DATASET_FILES):
             row_source = _saved_dataset_rows(path, split)  # a `save_to_disk` folder
         elif not path.exists():
             try:

@@ -213,6 +213,62 @@ def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, l
     return out
 
 
+def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The RewardBench table (v1 sections or v2 subsets, then the benchmark score), one column per reward; with
+    the per-subset accuracies by the benchmark's rule for v1 and the Ties terms for v2."""
+    results = [m.get("rewardbench") for m in rewards.values()]
+    if not results or any(r is None for r in results):
+        return []
+    from rewardlab.evaluate.rewardbench import rewardbench_table
+
+    esc = html.escape
+    first: Mapping[str, Any] = results[0]  # type: ignore[assignment]
+    v1 = first.get("benchmark") == "rewardbench"
+    title = "RewardBench" if v1 else "RewardBench 2"
+    header = "<tr><th></th>" + "".join(f"<th>{esc(label)}</th>" for label in rewards) + "</tr>"
+    tables = [dict(rewardbench_table(r)) for r in results if r is not None]
+    parts = [f"<h2 id='rewardbench'>{title}</h2><table data-table='rewardbench'>{header}"]
+    for name in tables[0]:
+        bold = name.endswith("score") or name.startswith("score")
+        open_b, close_b = ("<b>", "</b>") if bold else ("", "")
+        parts.append(f"<tr><td>{open_b}{esc(name)}{close_b}</td>"
+                     + "".join(f"<td>{open_b}{_fmt(t.get(name))}{close_b}</td>" for t in tables) + "</tr>")
+    parts.append("</table>")
+    notes = []
+    if v1:
+        notes.append("a pair is right when r(chosen) &gt; r(rejected); a tie or a missing value is wrong; sections "
+                     "weight their subsets by the benchmark's example counts; the score is the mean of the sections")
+        if not first.get("complete"):
+            notes.append("incomplete: missing sections " + esc(", ".join(first.get("missing_sections", [])) or "none")
+                         + " (the score averages the sections present)")
+    else:
+        notes.append("best-of-4: a row scores 1 / (number of completions tied at the top) when a correct one is at "
+                     "the top; Ties by its own rule; the score is the unweighted mean of the subsets")
+        if not first.get("complete"):
+            notes.append("incomplete: missing subsets " + esc(", ".join(first.get("missing_subsets", []))))
+    parts.append("<p class='muted'>" + "; ".join(notes) + ".</p>")
+    subsets = sorted({s for r in results if r is not None for s in r["subsets"]})
+    key = "accuracy" if v1 else "score"
+    parts.append(f"<h3>{title} subsets</h3><table data-table='rewardbench-subsets'><tr><th>subset</th><th>rows</th>"
+                 + "".join(f"<th>{esc(label)}</th>" for label in rewards) + "</tr>")
+    for s in subsets:
+        n = max(int(r["subsets"].get(s, {}).get("n_pairs" if v1 else "n_rows", 0)) for r in results if r is not None)
+        parts.append(f"<tr><td>{esc(s)}</td><td>{n}</td>" + "".join(
+            f"<td>{_fmt(r['subsets'].get(s, {}).get(key))}</td>" for r in results if r is not None) + "</tr>")
+    parts.append("</table>")
+    ties = [r["subsets"].get(name) for r in results if r is not None for name in r["subsets"]
+            if name.lower() == "ties"]
+    if ties and not v1:
+        terms = ("ref_accuracy", "tied_accuracy", "correctness_preferred", "correctness_preferred_hard",
+                 "correctness_margin_score")
+        parts.append("<h3>Ties terms</h3><table data-table='rewardbench-ties'><tr><th>term</th>"
+                     + "".join(f"<th>{esc(label)}</th>" for label in rewards) + "</tr>")
+        for term in terms:
+            parts.append(f"<tr><td>{term}</td>" + "".join(f"<td>{_fmt(t.get(term))}</td>" for t in ties) + "</tr>")
+        parts.append("</table>")
+    return parts
+
+
 def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any]]) -> str:
     """The HTML text of the report for `evaluate`'s result and the per-pair values."""
     import matplotlib
@@ -271,6 +327,8 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
                 for m in rewards.values()) + "</tr>")
         parts.append("<tr><td><b>weighted score</b></td>" + "".join(
             f"<td>{_fmt((m.get('sections') or {}).get('score'))}</td>" for m in rewards.values()) + "</tr></table>")
+
+    parts.extend(_rewardbench_section(rewards))
 
     # per reward, side by side
     parts.append(f"<h2>Per reward</h2><div class='grid' style='--cols:{len(labels)}'>")
