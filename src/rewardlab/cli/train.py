@@ -8,35 +8,57 @@ from typing import Any
 
 from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
 
-# flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it
+# flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it, and a
+# recipe flag left unset takes the preset's value fitted to the backbone (rewardlab.train.presets)
 _FLAGS: list[tuple[str, str, Any, str]] = [
-    ("--data", "data", str, "training pairs: JSONL/JSON/Parquet (.gz ok), HH-RLHF dialogues, or a datasets name"),
-    ("--eval-data", "eval_data", str, "held-out pairs (default: hold out --eval-split of --data)"),
-    ("--eval-split", "eval_split", float, "fraction of --data held out when --eval-data is absent (0.1)"),
-    ("--output", "output", str, "folder for the model, train_log.jsonl, metrics.json (./rm)"),
-    ("--backbone", "backbone", str, "minilm (embedded all-MiniLM-L6-v2) or a Hugging Face folder (minilm)"),
-    ("--pooling", "pooling", str, "mean, cls, last or auto (mean)"),
-    ("--loss", "loss", str, "pairwise loss: bt, bt_margin, hinge, label_smoothed_bt, rao_kupper, davidson (bt)"),
-    ("--epochs", "epochs", float, "passes over the training pairs"),
+    ("--data", "data", str, "training data: pairs as JSONL/JSON/Parquet (.gz ok), HH-RLHF dialogues, rated or ranked "
+     "lists, or a datasets name"),
+    ("--eval-data", "eval_data", str, "held-out data (default: hold out --eval-split of --data)"),
+    ("--eval-split", "eval_split", float, "fraction of --data held out when --eval-data is absent (default 0.1)"),
+    ("--output", "output", str, "folder for the model, train_log.jsonl, metrics.json (default ./rm)"),
+    ("--backbone", "backbone", str, "minilm (embedded all-MiniLM-L6-v2) or a Hugging Face folder / hub id "
+     "(default minilm: 22 M parameters, runs on a laptop CPU)"),
+    ("--preset", "preset", str, "recipe for every recipe flag left unset: default, or fast (lowest 5/6 of the "
+     "layers frozen, lr 1e-4, 1 epoch, mean pooling, 128 tokens: quicker, less accurate; docs/training.md). "
+     "Default: default"),
+    ("--pooling", "pooling", str, "mean, cls, last or auto (default: the preset's; cls on a decoder becomes last, "
+     "as a decoder has no [CLS] token)"),
+    ("--loss", "loss", str, "pairwise loss: bt, bt_margin, hinge, label_smoothed_bt, rao_kupper, davidson (default "
+     "bt, Bradley-Terry, as TRL and most reward models)"),
+    ("--objective", "objective", str, "pairwise (preference pairs; default), ranked (ranked/rated lists, "
+     "Plackett-Luce), rating (rated responses, squared error to the rating) or process (step-labelled rows: a PRM)"),
+    ("--center-rewards", "center_rewards_coefficient", float, "add C x mean((r_chosen + r_rejected)^2) to keep rewards "
+     "centred on 0 (TRL's center_rewards_coefficient; default 0 = off, TRL suggests 0.01)"),
+    ("--length-decorrelation", "length_decorrelation", float, "add C x corr(reward, response length)^2 over each "
+     "batch, so length does not pay (after ODIN; default 0 = off)"),
+    ("--epochs", "epochs", float, "passes over the training data (default: the preset's)"),
     ("--max-steps", "max_steps", int, "stop after N optimizer steps (overrides --epochs)"),
-    ("--lr", "lr", float, "peak learning rate (AdamW)"),
-    ("--batch-size", "batch_size", int, "pairs per optimizer step, all processes together"),
-    ("--grad-accum", "grad_accum", int, "micro-batches accumulated per optimizer step (1)"),
-    ("--max-length", "max_length", int, "tokens per sequence; longer pairs are truncated (prompt from the left)"),
-    ("--truncation", "truncation", str, "prompt_left or right (prompt_left)"),
-    ("--scheduler", "scheduler", str, "cosine, linear or constant (cosine)"),
-    ("--warmup-ratio", "warmup_ratio", float, "fraction of steps for linear warm-up (0.1)"),
-    ("--weight-decay", "weight_decay", float, "AdamW weight decay (0)"),
-    ("--lora-r", "lora_r", int, "LoRA rank; 0 = full fine-tuning (0)"),
-    ("--freeze-layers", "freeze_layers", int, "freeze the embeddings and the lowest N transformer layers (5)"),
-    ("--lora-alpha", "lora_alpha", int, "LoRA alpha (2 x rank)"),
-    ("--precision", "precision", str, "auto (bf16 where supported), bf16 or fp32"),
-    ("--seed", "seed", int, "random seed (0)"),
-    ("--eval-every", "eval_every", int, "evaluate every N steps; 0 = every epoch (0)"),
-    ("--save-every", "save_every", int, "checkpoint every N steps; 0 = every epoch (100)"),
-    ("--num-threads", "num_threads", int, "CPU threads per process (cores / processes)"),
+    ("--lr", "lr", float, "peak learning rate, AdamW (default: the preset's, x sqrt(150M / parameters) for backbones "
+     "over 150 M parameters, which need smaller steps)"),
+    ("--batch-size", "batch_size", int, "pairs per optimizer step, all processes together (default 16)"),
+    ("--grad-accum", "grad_accum", int, "micro-batches accumulated per optimizer step (default 1)"),
+    ("--max-length", "max_length", int, "tokens per sequence; longer ones are truncated (prompt from the left) and "
+     "counted (default: the preset's, fast 128; else min(the backbone's max positions, 512))"),
+    ("--truncation", "truncation", str, "prompt_left or right (default prompt_left: the response is kept whole)"),
+    ("--scheduler", "scheduler", str, "cosine, linear or constant (default cosine)"),
+    ("--warmup-ratio", "warmup_ratio", float, "fraction of steps for linear warm-up (default 0.1)"),
+    ("--weight-decay", "weight_decay", float, "AdamW weight decay (default 0)"),
+    ("--lora-r", "lora_r", int, "LoRA rank; 0 = full fine-tuning (default 0)"),
+    ("--freeze-layers", "freeze_layers", int, "freeze the embeddings and the lowest N transformer layers; 0 = train "
+     "all (default: the preset's fraction of the backbone's layers, fast 5/6; capped so the top layer trains)"),
+    ("--lora-alpha", "lora_alpha", int, "LoRA alpha (default 2 x rank)"),
+    ("--precision", "precision", str, "compute precision: auto (bf16 autocast where the device supports it; "
+     "default), bf16 or fp32"),
+    ("--weights-dtype", "weights_dtype", str, "fp32 (default) or bf16: hold the backbone's weights, gradients and "
+     "optimizer states in bf16 (half the memory; updates below bf16's resolution are lost)"),
+    ("--early-stopping-patience", "early_stopping_patience", int, "stop after N evaluations without improvement "
+     "(default 0 = never; pair with --eval-every)"),
+    ("--early-stopping-metric", "early_stopping_metric", str, "eval_accuracy (default) or eval_loss"),
+    ("--seed", "seed", int, "random seed (default 0)"),
+    ("--eval-every", "eval_every", int, "evaluate every N steps; 0 = every epoch (default 0)"),
+    ("--save-every", "save_every", int, "checkpoint every N steps; 0 = every epoch (default 100)"),
+    ("--num-threads", "num_threads", int, "CPU threads per process (default: free cores / processes)"),
     ("--limit", "limit", int, "read at most N rows of --data"),
-    ("--objective", "objective", str, "pairwise (preference pairs) or process (step-labelled rows: a PRM)"),
     ("--after-first-error", "after_first_error", str, "process: steps after the first error are zero or ignore"),
 ]
 
@@ -57,6 +79,15 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                         help="plain shuffled batches instead of length-grouped ones")
     parser.add_argument("--train-embeddings", dest="freeze_embeddings", action="store_false", default=None,
                         help="also fine-tune the token embeddings (frozen by default)")
+    parser.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None,
+                        help="recompute activations in the backward pass: much less memory, about 1/3 more compute "
+                             "(off by default)")
+    parser.add_argument("--log-with", dest="log_with", action="append", default=None, metavar="TRACKER",
+                        help="experiment tracker through accelerate (tensorboard, wandb, mlflow, ...; repeatable); "
+                             "train_log.jsonl is always written (default: none)")
+    parser.add_argument("--save-adapter", dest="save_adapter_only", action="store_true", default=None,
+                        help="with --lora-r: save the LoRA adapter and reward head, not a merged copy of the "
+                             "backbone (merging needs twice the memory; default: merged)")
     parser.set_defaults(run=run_train)
 
 
@@ -64,7 +95,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     """The `TrainConfig` of a parsed command line: YAML first (when given), then every flag that was set."""
     from rewardlab.train.config import TrainConfig
 
-    names = [dest for _, dest, _, _ in _FLAGS] + ["resume", "group_by_length", "freeze_embeddings"]
+    names = [dest for _, dest, _, _ in _FLAGS] + ["resume", "group_by_length", "freeze_embeddings",
+                                                  "gradient_checkpointing", "log_with", "save_adapter_only"]
     overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     try:
         if args.config is not None:
@@ -74,6 +106,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         return TrainConfig(**overrides)
     except ValueError as error:
         raise CLIError(str(error)) from error
+
+
+def _unit(objective: str) -> str:
+    """What the trainer counts for `objective`."""
+    return {"ranked": "ranked lists", "rating": "rated lists", "process": "step rows"}.get(objective, "pairs")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -98,9 +135,11 @@ def run_train(args: argparse.Namespace) -> int:
         report_skipped(source, report.get("skipped", []))
     if not args.quiet:
         accuracy = metrics.get("eval_accuracy")
-        shown = f"{accuracy:.4f} on {metrics.get('eval_pairs')} pairs" if accuracy is not None else "no held-out pairs"
+        unit = metrics.get("eval_unit", "pairs")
+        shown = f"{accuracy:.4f} on {metrics.get('eval_pairs')} {unit}" if accuracy is not None else "no held-out data"
         console.print(
-            f"trained on {metrics['pairs_used']} pairs ({metrics['truncated_train_pairs']} truncated, none dropped) "
+            f"trained on {metrics['pairs_used']} {_unit(config.objective)} "
+            f"({metrics['truncated_train_pairs']} truncated, none dropped) "
             f"in {metrics['train_seconds']:.1f} s, {metrics['train_pairs_per_s']:.1f} pairs/s; "
             f"held-out accuracy {shown}"
         )

@@ -1,7 +1,11 @@
-"""Training reward models: losses (`rewardlab.train.losses`) and the trainer."""
+"""Training reward models: losses (`rewardlab.train.losses`), objectives, callbacks, presets and the trainer."""
 
+from rewardlab.train.callbacks import Callback, EarlyStopping, LoggingCallback, TrainerCallback, TrainerState
 from rewardlab.train.config import TrainConfig
 from rewardlab.train.losses import PAIRWISE_LOSSES, PairwiseLoss
+from rewardlab.train.presets import PRESETS
 from rewardlab.train.trainer import TrainingInterrupted, TrainResult, train_reward_model
 
-__all__ = ["PAIRWISE_LOSSES", "PairwiseLoss", "TrainConfig", "TrainResult", "TrainingInterrupted", "train_reward_model"]
+__all__ = ["PAIRWISE_LOSSES", "PRESETS", "Callback", "EarlyStopping", "LoggingCallback", "PairwiseLoss",
+           "TrainConfig", "TrainResult", "TrainerCallback", "TrainerState", "TrainingInterrupted",
+           "train_reward_model"]
