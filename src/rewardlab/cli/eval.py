@@ -83,12 +83,16 @@ def results_table(result: dict[str, Any]) -> Table:
     ]
     for name, get in rows:
         table.add_row(name, *(_fmt(get(m)) for m in rewards.values()))
-    subsets = sorted({s for m in rewards.values() for s in m["subsets"]})
-    if len(subsets) > 1:
-        for s in subsets:
-            table.add_row(f"  subset {escape(s)}",
-                          *(_fmt(m["subsets"].get(s, {}).get("accuracy")) for m in rewards.values()))
     benchmark = [m.get("rewardbench") for m in rewards.values()]
+    if all(b is not None for b in benchmark):  # subsets by the benchmark's rule, then its sections and score
+        key = "accuracy" if benchmark[0] is not None and benchmark[0]["benchmark"] == "rewardbench" else "score"
+        per_subset = [b["subsets"] for b in benchmark if b is not None]
+    else:
+        key, per_subset = "accuracy", [m["subsets"] for m in rewards.values()]
+    subsets = sorted({s for subs in per_subset for s in subs})
+    if len(subsets) > 1 and key == "accuracy":  # RewardBench 2 lists its subsets in its own block below
+        for s in subsets:
+            table.add_row(f"  subset {escape(s)}", *(_fmt(subs.get(s, {}).get(key)) for subs in per_subset))
     if all(b is not None for b in benchmark):
         from rewardlab.evaluate.rewardbench import rewardbench_table
 

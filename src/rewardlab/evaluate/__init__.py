@@ -1,5 +1,6 @@
 """Evaluate any reward: pairwise and best-of-N accuracy, calibration, bias slices, robustness, PRM step F1,
-written as `metrics.json` plus a self-contained `report.html` (see docs/evaluate.md)."""
+RewardBench v1 / RewardBench 2 scores, written as `metrics.json` plus a self-contained `report.html` (see
+docs/evaluate.md)."""
 
 from rewardlab.data.eval_data import EvalData, load_eval_data
 from rewardlab.evaluate.calibration import (
@@ -21,6 +22,7 @@ from rewardlab.evaluate.metrics import (
     subset_accuracy,
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
+from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores, ties_score
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.evaluate.runner import evaluate, evaluate_reward
 from rewardlab.types import PairwiseComparer, StepRow
@@ -30,6 +32,7 @@ __all__ = [
     "EvalData",
     "PairwiseComparer",
     "StepRow",
+    "best_of_k_result",
     "best_of_n_accuracy",
     "brier_score",
     "calibration_report",
@@ -47,7 +50,10 @@ __all__ = [
     "preference_probabilities",
     "reliability_bins",
     "reward_statistics",
+    "rewardbench2_scores",
+    "rewardbench_v1_scores",
     "section_scores",
     "spearman",
     "subset_accuracy",
+    "ties_score",
 ]
