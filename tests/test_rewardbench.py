@@ -10,7 +10,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +296,19 @@ def test_in_memory_dataset_and_dict_rows_match_the_file() -> None:
         load_eval_data(datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)}))
 
 
+def test_json_and_parquet_files_read_like_jsonl(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _rows(V2_FILE)
+    (tmp_path / "rb2.json").write_text(json.dumps(rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rb2.parquet")
+    expected = evaluate([scripted], V2_FILE, quiet=True, robustness_pairs=0)["rewardbench"]
+    for name in ("rb2.json", "rb2.parquet"):
+        result = evaluate([scripted], tmp_path / name, quiet=True, robustness_pairs=0)
+        assert result["data"]["kind"] == "rewardbench2" and result["rewardbench"] == expected, name
+
+
 def test_in_memory_plain_pair_dicts_go_through_the_preference_loader() -> None:
     hh = {"chosen": "\n\nHuman: hi\n\nAssistant: hello there friend", "rejected": "\n\nHuman: hi\n\nAssistant: go"}
     data = load_eval_data([hh, {"prompt": "p", "chosen": "a b", "rejected": "c", "subset": "mine"}])
@@ -321,18 +336,45 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])  # closed again on exit: connecting to it is refused
 
 
-@pytest.mark.parametrize("env", ["offline", "unreachable"])
+class _NotFoundHub(BaseHTTPRequestHandler):
+    """A loopback stand-in for a Hub that has nothing: every request is a 404."""
+
+    def do_GET(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.mark.parametrize("env", ["offline", "unreachable", "not_found"])
 def test_hub_split_without_network_is_a_clear_error_not_a_hang(tmp_path: Path, env: str) -> None:
-    extra = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"} if env == "offline" else {
-        "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
-    extra["HF_HOME"] = str(tmp_path / "hf")  # an empty cache
+    extra = {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}  # empty cache
+    server = None
+    if env == "offline":
+        extra.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    elif env == "unreachable":
+        extra["HF_ENDPOINT"] = f"http://127.0.0.1:{_closed_port()}"
+    else:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFoundHub)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        extra["HF_ENDPOINT"] = f"http://127.0.0.1:{server.server_port}"
     started = time.monotonic()
-    proc = run_cli("eval", "-r", "length", "--data", "allenai/reward-bench-2", "--split", "test",
-                   "-o", str(tmp_path / "out"), "--quiet", env=extra, timeout=60)
+    try:
+        proc = run_cli("eval", "-r", "length", "--data", "allenai/reward-bench-2", "--split", "test",
+                       "-o", str(tmp_path / "out"), "--quiet", env=extra, timeout=60)
+    finally:
+        if server is not None:
+            server.shutdown()
     assert time.monotonic() - started < 30  # the library alone retries for ~25 s against a refused endpoint
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--data allenai/reward-bench-2 --split test" in proc.stderr
-    assert ("offline" in proc.stderr) if env == "offline" else ("cannot reach the Hugging Face Hub" in proc.stderr)
+    expected = {"offline": "offline mode is on", "unreachable": "cannot reach the Hugging Face Hub",
+                "not_found": "cannot load the data set"}[env]
+    assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
