@@ -392,6 +392,10 @@ def test_cli_end_to_end_rewardbench2(tmp_path: Path) -> None:
     assert metrics["rewardbench"]["score"] == pytest.approx(sum(V2_BEST_OF_4.values()) / 6)
     report = (out / "report.html").read_text()
     assert "data-table='rewardbench'" in report and "RewardBench 2 score" in report and "Ties terms" in report
+    per_row = [json.loads(line) for line in (out / "rewardbench2_rows.jsonl").read_text().splitlines()]
+    assert len(per_row) == 17 and per_row[2]["subset"] == "Precise IF"
+    assert per_row[2]["length(unit=words)"] == {"values": [3.0, 3.0, 1.0, 1.0], "result": 0.5}
+    assert per_row[-1]["id"] == "tied:2" and per_row[-1]["length(unit=words)"]["result"] is None
 
 
 def test_cli_end_to_end_rewardbench_v1_with_format(tmp_path: Path) -> None:

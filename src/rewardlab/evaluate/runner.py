@@ -18,6 +18,7 @@ from rich.progress import TaskID
 
 from rewardlab.data.eval_data import EvalData, EvalItem, load_eval_data, load_subset_weights
 from rewardlab.data.jsonl import atomic_writer, dumps_row
+from rewardlab.data.rewardbench import RewardBench2Row
 from rewardlab.evaluate.calibration import calibration_report
 from rewardlab.evaluate.metrics import (
     best_of_n_accuracy,
@@ -29,7 +30,7 @@ from rewardlab.evaluate.metrics import (
     subset_accuracy,
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
-from rewardlab.evaluate.rewardbench import rewardbench2_scores, rewardbench_v1_scores
+from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
@@ -315,6 +316,7 @@ def evaluate_reward(
         "rejected_length": rejected_len,
         "subset": [p.subset for p in plan.pair_meta],
         "tie": [p.tie for p in plan.pair_meta],
+        "rewardbench2_values": [[values[j] for j in pos] for pos in plan.rb2_index],
     }
     return metrics, raw
 
@@ -427,11 +429,27 @@ def evaluate(
         with atomic_writer(out / "metrics.json") as handle:
             handle.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
         write_scores(out / "scores.jsonl", raws)
+        if eval_data.rewardbench2:
+            write_rewardbench2_rows(out / "rewardbench2_rows.jsonl", eval_data.rewardbench2, raws)
         if report:
             from rewardlab.evaluate.report import write_report
 
             write_report(out / "report.html", result, raws)
     return result
+
+
+def write_rewardbench2_rows(
+    path: Path, rows: Sequence[RewardBench2Row], raws: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """One JSONL row per RewardBench 2 row: id, subset, number of correct completions, and per reward the values
+    of every completion (correct ones first) with the row's best-of-4 result (null for Ties, scored per prompt)."""
+    with atomic_writer(path) as handle:
+        for k, rb2 in enumerate(rows):
+            out: dict[str, Any] = {"row": k, "id": rb2.id, "subset": rb2.subset, "num_correct": len(rb2.chosen)}
+            for label, raw in raws.items():
+                values = raw["rewardbench2_values"][k]
+                out[label] = {"values": values, "result": None if rb2.is_ties else best_of_k_result(values)}
+            handle.write(dumps_row(out) + "\n")
 
 
 def write_scores(path: Path, raws: Mapping[str, Mapping[str, Any]]) -> None:
