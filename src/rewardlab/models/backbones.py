@@ -42,12 +42,12 @@ def resolve_backbone(name_or_path: str | Path) -> str:
 #: What a reward model download fetches from the hub: configs, tokenizer files, safetensors weights, the model
 #: card and `rewardlab.json` — never pickled weights (`.bin`, `.pt`, …), which could run code when loaded.
 HUB_ALLOW_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "README.md")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9._/-]+)?$")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9._/-]+)?")
 
 
 def is_hub_id(text: str) -> bool:
     """True for `owner/name` or `owner/name@revision` (the shapes of a Hugging Face hub model id)."""
-    return bool(_HUB_ID.match(text)) and ".." not in text
+    return bool(_HUB_ID.fullmatch(text)) and ".." not in text
 
 
 def resolve_model_folder(name_or_path: str | Path, *, what: str = "model") -> Path:

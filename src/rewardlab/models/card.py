@@ -50,7 +50,7 @@ class Metric:
     """One measured number and the data it was measured on (a metric without its data is not a fact)."""
 
     name: str  # e.g. "pairwise_accuracy"
-    value: float
+    value: float | None  # None: not measured, or not a finite number (strict JSON has no NaN)
     data: str  # what it was measured on (e.g. "held-out 10 % of hh-rlhf-harmless-1800.jsonl.gz")
     pairs: int | None = None  # how many pairs / samples
     std: float | None = None  # spread (e.g. across cross-validation folds) when known
@@ -81,6 +81,10 @@ def _nested(cls: type[Any], source: str, key: str, value: Any) -> Any:
         raise ValueError(f"{source}: {key!r} has unknown fields {unknown} (known: {sorted(names)})")
     kinds = {"source": "str", "name": "str", "pairs": "int", "sha256": "str", "held_out_pairs": "int",
              "split": "str", "value": "float", "data": "str", "std": "float"}
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name != "value"}
+    for name in sorted(required & {k for k, v in value.items() if v is None}):
+        raise ValueError(f"{source}: '{key}.{name}' must be set, got null")
     checked = {k: v if v is None else _check(source, f"{key}.{k}", v, kinds[k]) for k, v in value.items()}
     try:
         return cls(**checked)
@@ -159,7 +163,8 @@ class ModelCard:
             if f.name == "data":
                 value = {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
             elif f.name == "metrics":
-                value = [{k: v for k, v in dataclasses.asdict(m).items() if v is not None} for m in value]
+                value = [{k: v for k, v in dataclasses.asdict(m).items() if v is not None or k == "value"}
+                         for m in value]
             elif isinstance(value, list | dict):
                 value = json.loads(dumps_strict(value, default=str))  # a copy, JSON-clean
             out[f.name] = value
@@ -225,6 +230,8 @@ class ModelCard:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"{file}: not valid JSON ({error})") from error
+        except RecursionError:
+            raise ValueError(f"{file}: not a usable rewardlab.json (JSON nested too deeply)") from None
         if not isinstance(data, dict):
             raise ValueError(f"{file}: expected a JSON object, got {type(data).__name__}")
         return cls.from_json(data, source=str(file))
@@ -248,10 +255,9 @@ class ModelCard:
             return None
         if name.lower() in BASE_MODEL_IDS:
             return BASE_MODEL_IDS[name.lower()]
-        parts = name.split("/")
-        if len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~")) and not Path(name).exists():
-            return name
-        return None
+        from rewardlab.models.backbones import is_hub_id
+
+        return name if is_hub_id(name) and "@" not in name and not Path(name).exists() else None
 
     def readme(self, *, name: str = "FOLDER") -> str:
         """The `README.md` text: Hugging Face front matter, then backbone, data, recipe, metrics, use and loading."""
@@ -297,7 +303,8 @@ class ModelCard:
             lines += ["| metric | value | ± | measured on | n |", "| --- | --- | --- | --- | --- |"]
             for m in self.metrics:
                 std = "" if m.std is None else f"{m.std:.4g}"
-                lines.append(f"| {m.name} | {m.value:.4g} | {std} | {_cell(m.data)} | {_cell(m.pairs or '')} |")
+                value = "n/a" if m.value is None else f"{m.value:.4g}"
+                lines.append(f"| {_cell(m.name)} | {value} | {std} | {_cell(m.data)} | {_cell(m.pairs or '')} |")
         else:
             lines.append("None recorded: measure it on your own held-out pairs (`rewardlab eval`) before trusting it.")
         lines += ["", "## Intended use", "", self.intended_use or (

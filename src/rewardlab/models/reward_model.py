@@ -259,9 +259,9 @@ class RewardModel(nn.Module):
         path = resolve_backbone(backbone)
         dtype = _as_dtype(torch_dtype)
         with quiet_transformers(), refusing_pickles(path):
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
             options = {"dtype": dtype} if dtype is not None else {}
-            model = AutoModel.from_pretrained(path, weights_only=True, **options)
+            model = AutoModel.from_pretrained(path, weights_only=True, trust_remote_code=False, **options)
         ensure_pad_token(tokenizer)
         if getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tokenizer.pad_token_id
@@ -463,6 +463,7 @@ class RewardModel(nn.Module):
             extra = card_from_metadata(metadata, source="save_pretrained(metadata=...)")
             record = record.updated(extra.to_json() if isinstance(metadata, ModelCard) else metadata,
                                     source="save_pretrained(metadata=...)")
+        record = ModelCard.from_json(json.loads(record.to_text()))  # as it will read back: non-finite numbers → unset
         ensure_pad_token(tokenizer)
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
@@ -531,7 +532,7 @@ class RewardModel(nn.Module):
         folder = resolve_model_folder(path, what="reward model")
         card = ModelCard.read(folder)
         with quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         if card.tokenizer_hash is not None and card.tokenizer_hash != tokenizer_hash(tokenizer):
             warnings.warn(
                 f"{folder}: the tokenizer differs from the one the model was saved with (tokenizer hash mismatch)",
@@ -556,7 +557,7 @@ class RewardModel(nn.Module):
                 )
             with quiet_transformers(), refusing_pickles(folder):
                 classifier = AutoModelForSequenceClassification.from_pretrained(
-                    str(folder), weights_only=True, **dtype_option
+                    str(folder), weights_only=True, trust_remote_code=False, **dtype_option
                 )
             if classifier.config.num_labels != 1:
                 raise ValueError(
@@ -580,7 +581,8 @@ class RewardModel(nn.Module):
 
             config = _backbone_config(folder)
             with quiet_transformers(), refusing_pickles(folder):
-                backbone = AutoModel.from_pretrained(str(folder), config=config, weights_only=True, **dtype_option)
+                backbone = AutoModel.from_pretrained(str(folder), config=config, weights_only=True,
+                                                     trust_remote_code=False, **dtype_option)
             model = cls(backbone, kind=card.kind, **options)
             head_path = folder / HEAD_FILE
             if not head_path.is_file():
@@ -634,7 +636,7 @@ def _backbone_config(folder: Path) -> Any:
     real = _real_model_type(folder)
     if real is None:
         with quiet_transformers():
-            return AutoConfig.from_pretrained(str(folder))
+            return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     data.pop(REAL_MODEL_TYPE_KEY, None)
     data.pop("architectures", None)
