@@ -61,6 +61,9 @@ def reward_provenance(reward: Reward, spec: Any) -> dict[str, Any]:
     }
     hashes: dict[str, Any] = {}
     meta = getattr(reward, "metadata", None)
+    card_to_json = getattr(getattr(reward, "card", None), "to_json", None)  # a model reward's typed ModelCard
+    if not isinstance(meta, Mapping) and callable(card_to_json):
+        meta = card_to_json()
     if isinstance(meta, Mapping):
         for key, value in meta.items():
             if "hash" in str(key).lower():
