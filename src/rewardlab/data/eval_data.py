@@ -1,13 +1,18 @@
-"""Evaluation data: preference pairs, best-of-N rows and step-labelled rows, loaded from a file or a list
-(`load_eval_data`), and the subset → section mapping of a benchmark (`load_subset_weights`).
+"""Evaluation data: preference pairs, best-of-N rows, step-labelled rows and RewardBench rows, loaded from a
+file, a folder, a Hugging Face Hub split, a `datasets.Dataset` or a list (`load_eval_data`), and the subset →
+section mapping of a benchmark (`load_subset_weights`).
 
-Data kinds (one file may hold one kind; a Python list may mix them):
+Data kinds (one file may hold one kind, detected from its first row or forced with `data_format`; a Python list
+of items may mix them):
 - preference pairs: whatever `rewardlab.data.preference.load_preferences` reads (prompt/chosen/rejected JSONL,
   HH-RLHF dialogues, ...), or `PreferencePair` objects;
 - best-of-N rows: `{"prompt": ..., "chosen": "...", "rejected": ["...", "...", ...], "subset": optional}`, or
   `RankedResponses` (responses[0] is the chosen one); each row also yields chosen-vs-rejected pairs;
 - step-labelled rows (process rewards): `{"prompt": ..., "steps": ["...", ...], "label": first_wrong_step_or_-1}`,
-  or `StepRow` objects (see `rewardlab.data.steps`).
+  or `StepRow` objects (see `rewardlab.data.steps`);
+- RewardBench v1 pairs (subsets named as in the benchmark) and RewardBench 2 rows (`chosen` and `rejected`
+  lists), or `RewardBench2Row` objects (see `rewardlab.data.rewardbench`); `EvalData.benchmark` says which
+  benchmark's own scoring the data also gets.
 """
 
 from __future__ import annotations
