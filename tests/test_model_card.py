@@ -247,8 +247,9 @@ def test_readme_of_a_stock_folder(tiny_backbones: dict[str, str], tmp_path: Path
         assert heading in text
     assert "| pairwise_accuracy | 0.6421 | 0.012 | held-out \\| 10 % | 180 |" in text  # the data beside the number
     assert "- pairs: 100" in text and '"lr": 5e-05' in text
-    assert 'rewardlab.load("rm:my-rm")' in text
-    assert 'AutoModelForSequenceClassification.from_pretrained("my-rm")' in text
+    assert 'rewardlab.load("rm:FOLDER")' in text and "# Reward model on minilm" in text
+    assert 'AutoModelForSequenceClassification.from_pretrained("FOLDER")' in text
+    assert 'from_pretrained("my-rm")' in read_card(folder).readme(name="my-rm")
 
 
 def test_readme_of_a_rewardlab_only_folder(tiny_backbones: dict[str, str], tmp_path: Path) -> None:

@@ -344,3 +344,35 @@ def test_cli_score_with_an_unreachable_hub_id_exits_with_the_id_in_the_message(t
                           text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode != 0
     assert "owner/never-published" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------- what `rewardlab train` writes
+@pytest.mark.slow
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_a_trained_folder_is_standard_or_refused_and_carries_its_card(
+    tiny_backbones: dict[str, str], tmp_path: Path, pooling: str
+) -> None:
+    """End to end through the CLI: a cls-pooled encoder trains into a stock folder that transformers scores as rm:
+    does; a mean-pooled one is refused there; both hold README.md and the card."""
+    rows = [{"prompt": f"what is {i} + {i}?", "chosen": f"the answer is {2 * i}.", "rejected": "i do not know."}
+            for i in range(40)]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "rm"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-m", "rewardlab", "train", "--data", str(data), "--output", str(out),
+                           "--backbone", tiny_backbones["bert"], "--pooling", pooling, "--max-steps", "4",
+                           "--batch-size", "8", "--max-length", "48", "--eval-split", "0.2", "--quiet"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    card = read_card(out)
+    assert card.pooling == pooling and card.max_length == 48 and card.training_config is not None
+    readme = (out / "README.md").read_text()
+    assert "## Recipe" in readme and "## Metrics" in readme and "rm:FOLDER" in readme
+    if pooling == "cls":
+        assert card.layout == "sequence_classification"
+        assert transformers_scores(out) == pytest.approx(rm_scores(out), abs=1e-4)
+    else:
+        assert card.layout == "backbone_and_head"
+        with pytest.raises(ValueError, match="rewardlab reward model with mean pooling"):
+            AutoModelForSequenceClassification.from_pretrained(out)

@@ -260,7 +260,10 @@ class ModelCard:
         return name if is_hub_id(name) and "@" not in name and not Path(name).exists() else None
 
     def readme(self, *, name: str = "FOLDER") -> str:
-        """The `README.md` text: Hugging Face front matter, then backbone, data, recipe, metrics, use and loading."""
+        """The `README.md` text: Hugging Face front matter, then backbone, data, recipe, metrics, use and loading.
+
+        `name` is what the loading snippets call the model: the default `FOLDER` stands for this folder's path or
+        its hub id (a folder is often renamed, moved or uploaded after it is written)."""
         stock = bool(self.auto_model_for_sequence_classification)
         front: list[str] = ["---", f"library_name: {'transformers' if stock else 'rewardlab'}", "tags:"]
         for tag in ("rewardlab", "reward-model", "text-classification" if stock else "rewardlab-only-layout"):
@@ -269,7 +272,8 @@ class ModelCard:
         if base:
             front.append(f"base_model: {json.dumps(base)}")
         front += ["pipeline_tag: text-classification", "---", "", README_MARKER, ""]
-        lines = [*front, f"# Reward model `{name}`", ""]
+        title = f"Reward model on {self.backbone}" if self.backbone and name == "FOLDER" else f"Reward model `{name}`"
+        lines = [*front, f"# {_cell(title)}", ""]
         lines.append(
             "A learned reward model: it reads a prompt and a response and returns one number, higher for the "
             "response people (or the preference data) would prefer. Written by rewardlab"
@@ -317,7 +321,8 @@ class ModelCard:
         ]
         lines += ["", "## Limitations", "", *(f"- {item}" for item in limits)]
         lines += ["", "## How to load", "", "With rewardlab (the exact template, truncation and pooling it was "
-                  "trained with):", "", "```python", "import rewardlab", "from rewardlab import Sample", "",
+                  "trained with; FOLDER is this folder's path, or its hub id):", "", "```python", "import rewardlab",
+                  "from rewardlab import Sample", "",
                   f'rm = rewardlab.load("rm:{name}")', 'print(rm.score([Sample(prompt="Hi", response="Hello!")]))',
                   "```", ""]
         if stock:
@@ -330,7 +335,8 @@ class ModelCard:
                       "template when the tokenizer has one, else prompt and response as a text pair) to get the "
                       "same scores."]
         else:
-            lines.append(f"This folder uses `{self.pooling}` pooling or a head that no stock transformers class "
+            how = f"`{self.pooling}` pooling" if self.pooling else "a pooling"
+            lines.append(f"This folder uses {how} or a head that no stock transformers class "
                          "expresses: `AutoModelForSequenceClassification` refuses to load it (it would otherwise "
                          "score with a random head). Load it with rewardlab.")
         return "\n".join(lines) + "\n"

@@ -659,7 +659,7 @@ def _write_readme(folder: Path, card: ModelCard) -> None:
             warnings.warn(f"{file} was not written by rewardlab: kept as is (the model card is in {METADATA_FILE})",
                           stacklevel=3)
             return
-    file.write_text(card.readme(name=folder.name), encoding="utf-8")
+    file.write_text(card.readme(), encoding="utf-8")
 
 
 def read_card(path: str | Path) -> ModelCard:
