@@ -85,7 +85,8 @@ def test_every_hook_is_called_in_order_with_the_runs_values(tmp_path: Path, llam
 def test_logging_callback_writes_the_same_rows_to_the_log(tmp_path: Path, llama: str) -> None:
     cfg = small(tmp_path, llama, "log", max_steps=4, eval_every=2, save_every=3)
     result = train_reward_model(cfg, pairs=pairs(40), eval_pairs=pairs(8), quiet=True)
-    events = [(row["event"], row.get("step", row.get("steps"))) for row in iter_log(result.log_path)]  # start, end: planned / done steps
+    # start and end rows give the planned and the done steps
+    events = [(row["event"], row.get("step", row.get("steps"))) for row in iter_log(result.log_path)]
     assert events == [("start", 4), ("train", 2), ("eval", 2), ("checkpoint", 3), ("train", 4), ("eval", 4),
                       ("end", 4)]
 

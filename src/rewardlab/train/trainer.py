@@ -230,10 +230,14 @@ def _apply_recipe(model: Any, config: TrainConfig) -> None:
     if getattr(model, "pooling", None) != "cls":  # the unused BERT pooler: frozen (DDP needs every param used)
         freeze_unused_pooler(model.backbone)
     if config.gradient_checkpointing:
-        enable = getattr(model.backbone, "gradient_checkpointing_enable", None)
-        if not callable(enable) or not getattr(model.backbone, "supports_gradient_checkpointing", False):
+        if not getattr(model.backbone, "supports_gradient_checkpointing", False):
             raise ValueError(f"gradient_checkpointing: backbone {config.backbone!r} does not support it")
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        options = {"use_reentrant": False}  # non-reentrant: works with frozen embeddings and LoRA
+        enable = getattr(model.backbone, "activation_checkpointing_enable", None)  # transformers >= 5
+        if callable(enable):
+            enable(activation_checkpointing_kwargs=options)
+        else:
+            model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
     if config.lora_r > 0:
         from peft import LoraConfig, get_peft_model
 
