@@ -144,10 +144,10 @@ def load_checkpoint(accelerator: Any, folder: Path) -> dict[str, Any]:
     try:
         accelerator.load_state(str(folder))
     except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError, KeyError) as error:
-        from rewardlab.models.backbones import unpickling_reason
-
-        reason = unpickling_reason(error) or f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        raise ValueError(f"{folder}: refused to load the checkpoint ({reason}); nothing in it was run") from None
+        for path in sorted([*folder.glob("*.bin"), *folder.glob("*.pkl")], key=lambda p: p.stat().st_size):
+            load_tensor_file(path)  # names the file accelerate refused (nothing in it is run)
+        first = str(error).splitlines()[0][:200] if str(error) else ""
+        raise ValueError(f"{folder}: refused to load the checkpoint ({type(error).__name__}: {first})") from None
     return state
 
 
