@@ -187,3 +187,28 @@ def test_a_non_finite_metric_does_not_brick_the_folder(tiny_backbones: dict[str,
     assert loaded.metrics[0].value is None and loaded.reward_mean is None
     assert loaded.training_metrics == {"eval_loss": None}
     assert "| pairwise_accuracy | n/a |" in (folder / "README.md").read_text()
+
+
+def test_custom_code_in_a_prm_folder_is_never_run_even_when_stdin_says_yes(
+    tiny_backbones: dict[str, str], tmp_path: Path
+) -> None:
+    """The same attack on `prm:` folders (PRMModel.from_pretrained): an unknown model_type with `auto_map`."""
+    from rewardlab.models.prm import PRMModel
+
+    folder = PRMModel.from_backbone(tiny_backbones["bert"]).save_pretrained(tmp_path / "prm")
+    marker = tmp_path / "PWNED"
+    _plant_custom_code(folder, marker)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"]["AutoModelForTokenClassification"] = "evil.EvilClassifier"
+    config["model_type"] = "evil_type"
+    (folder / "config.json").write_text(json.dumps(config))
+    code = ("import sys\nfrom rewardlab.models.prm import PRMModel\n"
+            "try:\n    PRMModel.from_pretrained(sys.argv[1])\n    print('loaded')\n"
+            "except ValueError as error:\n    print('refused:', str(error).splitlines()[0])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], input="y\ny\ny\ny\n", capture_output=True,
+                          text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not marker.exists(), "the folder's custom code ran"
+    assert "Do you wish to run the custom code" not in done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1].startswith("refused:")

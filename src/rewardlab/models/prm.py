@@ -202,9 +202,10 @@ class PRMModel(nn.Module):
 
         path = resolve_backbone(backbone)
         with quiet_transformers(), refusing_pickles(path):
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
             try:
-                model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, weights_only=True)
+                model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, weights_only=True,
+                                                                        trust_remote_code=False)
             except ValueError as error:
                 raise ValueError(f"backbone {backbone!r}: no token-classification class for it ({error})") from None
         ensure_pad_token(tokenizer)
@@ -280,8 +281,9 @@ class PRMModel(nn.Module):
                 raise ValueError(f"{meta_file}: expected a JSON object")
             metadata = loaded
         with quiet_transformers(), refusing_pickles(folder):
-            tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            model = AutoModelForTokenClassification.from_pretrained(str(folder), weights_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+            model = AutoModelForTokenClassification.from_pretrained(str(folder), weights_only=True,
+                                                                    trust_remote_code=False)
         if model.config.num_labels != 1:
             raise ValueError(f"{folder}: config.json has num_labels={model.config.num_labels}; a PRM has 1")
         ensure_pad_token(tokenizer)
