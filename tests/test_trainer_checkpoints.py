@@ -208,3 +208,47 @@ def test_cli_adapter_and_big_model_flags(tmp_path: Path, llama: str) -> None:
     config = json.loads((out / "rewardlab.json").read_text())["training_config"]
     assert config["gradient_checkpointing"] and config["save_adapter_only"] and config["weights_dtype"] == "bf16"
     assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
+
+
+TWO_PROCESS_SCRIPT = """
+import json, sys
+from rewardlab.train import TrainConfig, TrainingInterrupted, train_reward_model
+from rewardlab.types import PreferencePair
+args = json.loads(sys.argv[1])
+pairs = [PreferencePair(**row) for row in args.pop("pairs")]
+stop = args.pop("stop")
+try:
+    train_reward_model(TrainConfig(**args), pairs=pairs, quiet=True, stop_after_steps=stop)
+except TrainingInterrupted:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_two_process_checkpoints_resume_to_the_uninterrupted_weights(tmp_path: Path, llama: str) -> None:
+    """accelerate's save_state/load_state under 2 processes (gloo): each process's RNG file, one model."""
+    script = tmp_path / "train2.py"
+    script.write_text(TWO_PROCESS_SCRIPT, encoding="utf-8")
+    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected, "id": p.id} for p in pairs(40)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def launch(name: str, stop: int | None, resume: bool) -> None:
+        args = {"pairs": rows, "stop": stop, "backbone": llama, "output": str(tmp_path / name), "lr": 2e-3,
+                "batch_size": 8, "max_length": 32, "precision": "fp32", "num_threads": 1, "save_every": 2,
+                "eval_split": 0.0, "freeze_layers": 0, "epochs": 2, "resume": resume}
+        done = subprocess.run(
+            [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script),
+             json.dumps(args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    launch("full", None, False)
+    launch("killed", 7, False)
+    step = tmp_path / "killed" / "checkpoints" / "step-6"
+    assert {"random_states_0.pkl", "random_states_1.pkl", "trainer_state.json"} <= {p.name for p in step.iterdir()}
+    launch("killed", None, True)
+    metrics = json.loads((tmp_path / "killed" / "metrics.json").read_text())
+    assert metrics["processes"] == 2 and metrics["resumed_from"].endswith("step-6")
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "killed")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
