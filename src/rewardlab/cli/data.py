@@ -66,7 +66,7 @@ def load_tokenizer(backbone: str) -> Any:
     from rewardlab.models import resolve_backbone
 
     try:
-        return AutoTokenizer.from_pretrained(resolve_backbone(backbone))
+        return AutoTokenizer.from_pretrained(resolve_backbone(backbone), trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise CLIError(f"--backbone {backbone!r}: cannot load a tokenizer: {error}") from error
 

@@ -50,8 +50,8 @@ def smollm2_folder() -> str:
         return str(folder)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=gguf.name)
-    quantized = AutoModelForCausalLM.from_pretrained(str(package), gguf_file=gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=gguf.name, trust_remote_code=False)
+    quantized = AutoModelForCausalLM.from_pretrained(str(package), gguf_file=gguf.name, trust_remote_code=False)
     config = quantized.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -161,11 +161,13 @@ class HFBackend:
                 import torch
                 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-                tokenizer = AutoTokenizer.from_pretrained(self.path)
+                tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
                 if tokenizer.pad_token is None:
                     tokenizer.pad_token = tokenizer.eos_token
                 tokenizer.padding_side = "left"
-                model: Any = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+                model: Any = AutoModelForCausalLM.from_pretrained(
+                    self.path, dtype=torch.float32, trust_remote_code=False
+                )
                 model = model.to(self.device).eval()
                 self._tokenizer, self._model = tokenizer, model
             return self._model, self._tokenizer

@@ -84,17 +84,19 @@ class ImplicitReward(HeldState, Reward):
                 import torch
                 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-                tokenizer = AutoTokenizer.from_pretrained(self.policy_path)
+                tokenizer = AutoTokenizer.from_pretrained(self.policy_path, trust_remote_code=False)
                 paths = {"policy": self.policy_path}
                 if self.reference_path is not None:
                     paths["reference"] = self.reference_path
-                    other = AutoTokenizer.from_pretrained(self.reference_path)
+                    other = AutoTokenizer.from_pretrained(self.reference_path, trust_remote_code=False)
                     if other.get_vocab() != tokenizer.get_vocab():
                         raise ValueError(f"implicit: the policy ({self.policy_path}) and the reference "
                                          f"({self.reference_path}) tokenizers differ; they must share a vocabulary")
                 models = {}
                 for role, path in paths.items():
-                    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+                    model: Any = AutoModelForCausalLM.from_pretrained(
+                        path, dtype=torch.float32, trust_remote_code=False
+                    )
                     models[role] = model.to(self.device).eval()
                 self._tokenizer, self._models = tokenizer, models
             return self._tokenizer, self._models

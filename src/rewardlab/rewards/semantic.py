@@ -88,8 +88,8 @@ class SentenceEncoder(HeldState):
                 import torch
                 from transformers import AutoModel, AutoTokenizer
 
-                self._tokenizer = AutoTokenizer.from_pretrained(self.path)
-                model = AutoModel.from_pretrained(self.path, dtype=torch.float32)
+                self._tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
+                model = AutoModel.from_pretrained(self.path, dtype=torch.float32, trust_remote_code=False)
                 self._model = model.to(self.device).eval()
             return self._model, self._tokenizer
 

@@ -302,7 +302,7 @@ class LengthReward(PerSampleReward):
         if self.tokenizer is not None and self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer)
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=False)
         return self._tokenizer
 
     def overlong_penalty(self, length: int) -> float:

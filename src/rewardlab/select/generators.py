@@ -67,10 +67,10 @@ class HFGenerator:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         options: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(path, **options)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **options)
         if torch_dtype is not None:
             options["dtype"] = torch_dtype
-        model: Any = AutoModelForCausalLM.from_pretrained(path, **options)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False, **options)
         self.model = model.to(device)
         self.model.eval()
         if self.tokenizer.pad_token_id is None:
