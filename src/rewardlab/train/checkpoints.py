@@ -128,17 +128,15 @@ def read_state(folder: Path) -> dict[str, Any]:
 
 def load_checkpoint(accelerator: Any, folder: Path) -> dict[str, Any]:
     """Restore model, optimizer and this process's RNG states from `folder` (`accelerator.load_state`) and
-    return its trainer state. Every pickled file is first checked with `weights_only=True` (accelerate itself
-    skips an unreadable RNG file silently, which would break exact resume)."""
+    return its trainer state. This process's RNG file is first checked with `weights_only=True` (accelerate itself
+    skips an unreadable RNG file silently, which would break exact resume); a process that has none (resuming on
+    more processes than wrote the checkpoint) keeps its seeded RNG — the batches are the same global batches, so
+    only dropout, which the trainer turns off by default, could differ."""
     state = read_state(folder)
     for path in sorted(folder.glob("*.pkl")):
         if path.name.startswith("random_states_") and path.name != f"random_states_{accelerator.process_index}.pkl":
             continue
         load_tensor_file(path)
-    rng = folder / f"random_states_{accelerator.process_index}.pkl"
-    if not rng.is_file():
-        raise ValueError(f"{folder}: no {rng.name}: the checkpoint was written by fewer processes; resume with the "
-                         "same number of processes")
     import pickle
 
     try:

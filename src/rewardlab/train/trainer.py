@@ -508,6 +508,7 @@ def _train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: schedule_factor(s, total_steps, warmup, config.scheduler)
     )
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
     if main:
@@ -687,6 +688,7 @@ def _train(
         "train_seconds": state.train_seconds,
         "encode_seconds": encode_seconds,
         "processes": world,
+        "trainable_parameters": trainable,
         "bf16": use_bf16,
         "weights_dtype": config.weights_dtype,
         "recipe": {"preset": config.preset, **{name: getattr(config, name) for name in recipe},
