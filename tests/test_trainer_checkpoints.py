@@ -59,9 +59,9 @@ def test_a_checkpoint_is_accelerate_state_plus_a_json_trainer_state(tmp_path: Pa
         train_reward_model(cfg, pairs=pairs(40), quiet=True, stop_after_steps=4)
     folder = tmp_path / "ck" / "checkpoints" / "step-3"
     names = {p.name for p in folder.iterdir()}
-    assert {"model.safetensors", "optimizer.bin", "random_states_0.pkl", "trainer_state.json"} <= names
+    assert {"model.safetensors", "optimizer.bin", "random_states_0.pkl", "rewardlab_train_state.json"} <= names
     assert "state.pt" not in names
-    state = json.loads((folder / "trainer_state.json").read_text())
+    state = json.loads((folder / "rewardlab_train_state.json").read_text())
     assert state["step"] == 3 and state["pairs_seen"] == 24 and state["processes"] == 1
     assert state["data_order"] == {"seed": 0, "epoch": 0, "batch_in_epoch": 3, "group_by_length": True,
                                    "batch_size": 8}
@@ -245,7 +245,8 @@ def test_two_process_checkpoints_resume_to_the_uninterrupted_weights(tmp_path: P
     launch("full", None, False)
     launch("killed", 7, False)
     step = tmp_path / "killed" / "checkpoints" / "step-6"
-    assert {"random_states_0.pkl", "random_states_1.pkl", "trainer_state.json"} <= {p.name for p in step.iterdir()}
+    names = {p.name for p in step.iterdir()}
+    assert {"random_states_0.pkl", "random_states_1.pkl", "rewardlab_train_state.json"} <= names
     launch("killed", None, True)
     metrics = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     assert metrics["processes"] == 2 and metrics["resumed_from"].endswith("step-6")

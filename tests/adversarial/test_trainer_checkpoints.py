@@ -65,7 +65,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory, tiny_backbones: dict[st
                          freeze_layers=0, lr=1e-3)
     with pytest.raises(TrainingInterrupted):
         train_reward_model(config, quiet=True, stop_after_steps=3)
-    assert (root / "rm" / "checkpoints" / "step-2" / "trainer_state.json").is_file()
+    assert (root / "rm" / "checkpoints" / "step-2" / "rewardlab_train_state.json").is_file()
     return root / "rm", data, backbone
 
 
@@ -108,19 +108,19 @@ def test_a_random_state_of_another_process_is_never_read(tmp_path: Path, killed_
 def test_a_forged_trainer_state_is_one_line(tmp_path: Path, killed_run: tuple[Path, Path, str], content: str) -> None:
     source, data, backbone = killed_run
     step = copy_run(source, tmp_path / "rm")
-    (step / "trainer_state.json").write_text(content, encoding="utf-8")
+    (step / "rewardlab_train_state.json").write_text(content, encoding="utf-8")
     done = run_cli("train", "--data", str(data), "--backbone", backbone, "--output", str(tmp_path / "rm"),
                    "--max-steps", "4", "--save-every", "2", "--resume", *FLAGS)
-    one_line_error(done, "trainer_state.json")
+    one_line_error(done, "rewardlab_train_state.json")
 
 
 def test_a_trainer_state_claiming_another_config_is_refused(tmp_path: Path,
                                                            killed_run: tuple[Path, Path, str]) -> None:
     source, data, backbone = killed_run
     step = copy_run(source, tmp_path / "rm")
-    state = json.loads((step / "trainer_state.json").read_text())
+    state = json.loads((step / "rewardlab_train_state.json").read_text())
     state["config"]["lr"] = 1.0
-    (step / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
+    (step / "rewardlab_train_state.json").write_text(json.dumps(state), encoding="utf-8")
     done = run_cli("train", "--data", str(data), "--backbone", backbone, "--output", str(tmp_path / "rm"),
                    "--max-steps", "4", "--save-every", "2", "--resume", *FLAGS)
     one_line_error(done, "step-2", "different config")
@@ -131,9 +131,9 @@ def test_resume_onto_other_data_is_refused(tmp_path: Path, killed_run: tuple[Pat
     source, _, backbone = killed_run
     step = copy_run(source, tmp_path / "rm")
     other = data_file(tmp_path, salt=" again")
-    state = json.loads((step / "trainer_state.json").read_text())
+    state = json.loads((step / "rewardlab_train_state.json").read_text())
     state["config"]["data"] = str(other)  # as if the data file had been rewritten in place
-    (step / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
+    (step / "rewardlab_train_state.json").write_text(json.dumps(state), encoding="utf-8")
     done = run_cli("train", "--data", str(other), "--backbone", backbone, "--output", str(tmp_path / "rm"),
                    "--max-steps", "4", "--save-every", "2", "--resume", *FLAGS)
     assert done.returncode != 0 and "different data" in done.stderr and "Traceback" not in done.stderr
@@ -147,7 +147,7 @@ def test_odd_checkpoint_folder_names_are_ignored(tmp_path: Path, killed_run: tup
     step = copy_run(source, tmp_path / "rm")
     odd = step.parent / name
     odd.mkdir()
-    (odd / "trainer_state.json").write_text('{"step": 99}', encoding="utf-8")
+    (odd / "rewardlab_train_state.json").write_text('{"step": 99}', encoding="utf-8")
     done = run_cli("train", "--data", str(data), "--backbone", backbone, "--output", str(tmp_path / "rm"),
                    "--max-steps", "4", "--save-every", "2", "--resume", *FLAGS)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -3,7 +3,7 @@
 A checkpoint `OUTPUT/checkpoints/step-N/` holds what accelerate writes for every process — the model
 (`model.safetensors`; under FSDP / ZeRO-3 each process's shards, gathered or sharded as the plugin says), the
 optimizer (`optimizer.bin`), and each process's RNG states (`random_states_<rank>.pkl`: Python, NumPy, torch,
-CUDA) — plus `trainer_state.json`: step, pairs seen, training seconds, the learning-rate schedule's state, the
+CUDA) — plus `rewardlab_train_state.json`: step, pairs seen, training seconds, the learning-rate schedule's state, the
 data order (seed, epoch, batch within the epoch, and a SHA-256 of the tokenised training data) and the config
 fields that must match to resume. Pickled files are read with `weights_only=True` (accelerate's loader and
 ours): a planted file whose unpickling would run code is refused with one line naming it, and nothing is run.
@@ -30,8 +30,9 @@ METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
 FINAL_DIR = "final"
 """Under `CHECKPOINT_DIR`: the finished model and metrics, before they are moved into the output folder."""
-STATE_FILE = "trainer_state.json"
-"""The trainer's own state in a checkpoint (JSON: nothing in it can run code)."""
+STATE_FILE = "rewardlab_train_state.json"
+"""The trainer's own state in a checkpoint (JSON: nothing in it can run code; not named `trainer_state.json`,
+which is the Hugging Face Trainer's log that `rewardlab monitor` reads)."""
 LEGACY_STATE_FILE = "state.pt"
 """The single-file checkpoint of rewardlab before accelerate's save_state (refused, never unpickled)."""
 RESUME_SKIP = frozenset({"output", "resume", "log_every", "save_every", "keep_checkpoints", "num_threads",
