@@ -253,3 +253,17 @@ def test_two_process_checkpoints_resume_to_the_uninterrupted_weights(tmp_path: P
     a, b = weights(tmp_path / "full"), weights(tmp_path / "killed")
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def test_exact_resume_with_lora_adapters(tmp_path: Path, llama: str) -> None:
+    common: dict[str, object] = {"epochs": 2, "save_every": 3, "lora_r": 4, "lr": 5e-3}
+    full = train_reward_model(small(tmp_path, llama, "full", **common), pairs=pairs(40), quiet=True)
+    cfg = small(tmp_path, llama, "killed", **common)
+    with pytest.raises(TrainingInterrupted):
+        train_reward_model(cfg, pairs=pairs(40), quiet=True, stop_after_steps=7)
+    cfg.resume = True
+    resumed = train_reward_model(cfg, pairs=pairs(40), quiet=True)
+    assert resumed.metrics["resumed_from"].endswith("step-6")
+    a, b = weights(full.output_dir), weights(resumed.output_dir)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
