@@ -27,9 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 import rewardlab
-from rewardlab.data.encoding import encode_sample
+from rewardlab.data.encoding import collate_token_ids, encode_sample
 from rewardlab.data.preference import load_preferences
-from rewardlab.models import RewardModel, pad_sequences
+from rewardlab.models import RewardModel
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -80,10 +80,11 @@ def main() -> None:
         with torch.inference_mode(), context:
             for i in range(0, len(encoded), 16):
                 chunk = encoded[i : i + 16]
-                ids, mask = pad_sequences([e.input_ids for e in chunk], tokenizer.pad_token_id)  # type: ignore[attr-defined]
-                types = (pad_sequences([e.token_type_ids or [0] * len(e.input_ids) for e in chunk], 0)[0]  # type: ignore[attr-defined]
-                         if segments else None)
-                out.extend(hf(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[:, 0].float().tolist())
+                batch = collate_token_ids([e.input_ids for e in chunk], tokenizer.pad_token_id,  # type: ignore[attr-defined]
+                                          token_type_ids=[e.token_type_ids for e in chunk] if segments else None)
+                logits = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                            token_type_ids=batch.token_type_ids).logits
+                out.extend(logits[:, 0].float().tolist())
         return out
 
     def rm_scores(precision: str, **options: str) -> Callable[[], list[float]]:
