@@ -179,7 +179,7 @@ def _backbone_kind(backbone: str) -> str:
 
     from rewardlab.models.backbones import backbone_kind, resolve_backbone
 
-    return backbone_kind(AutoConfig.from_pretrained(resolve_backbone(backbone)))
+    return backbone_kind(AutoConfig.from_pretrained(resolve_backbone(backbone), trust_remote_code=False))
 
 
 def _build_model(config: TrainConfig, pooling: str) -> Any:
