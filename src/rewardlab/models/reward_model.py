@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from rewardlab.data.encoding import collate_token_ids
 from rewardlab.models.backbones import (
+    PICKLE_SUFFIXES,
     backbone_kind,
     ensure_pad_token,
     refusing_pickles,
@@ -63,6 +64,12 @@ REWARDLAB_ARCHITECTURE = "RewardlabRewardModel"
 POOLINGS = ("auto", "cls", "mean", "last")
 LAYOUT_SEQUENCE_CLASSIFICATION = "sequence_classification"
 LAYOUT_BACKBONE_AND_HEAD = "backbone_and_head"
+#: An adapter-only folder (`TrainConfig.save_adapter_only`): peft LoRA adapter + reward head, no backbone weights.
+LAYOUT_LORA_ADAPTER = "lora_adapter"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+#: `adapter_config.json` `init_lora_weights` values that leave the base weights untouched when the adapter is built.
+_PLAIN_LORA_INITS = (True, False, "gaussian")
 #: Encoder model types whose `*ForSequenceClassification` is pooler(first token) → one linear layer.
 POOLER_SEQUENCE_CLASSIFICATION_TYPES = frozenset({"bert"})
 _HEAD_NAMES = {"encoder": "classifier", "decoder": "score"}
@@ -522,11 +529,19 @@ class RewardModel(nn.Module):
         return ", ".join(parts)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, torch_dtype: Any = None) -> RewardModel:
+    def from_pretrained(
+        cls, path: str | Path, *, torch_dtype: Any = None, merge_adapter: bool = True, base_model: str | None = None
+    ) -> RewardModel:
         """Load a folder written by `save_pretrained` — or any single-label Hugging Face sequence classifier
         whose head is one linear layer (e.g. a TRL `RewardTrainer` output). `path` may also be a Hugging Face hub
         id (`owner/name`, `owner/name@revision`), downloaded where a hub is reachable; a local folder of the same
-        name wins."""
+        name wins.
+
+        An adapter-only folder (`layout: "lora_adapter"`, written with `TrainConfig.save_adapter_only`) is loaded
+        as its base backbone (`base_model` in rewardlab.json, resolved as `from_backbone` does) + the peft LoRA
+        adapter (safetensors only) + the reward head. `merge_adapter` (default) folds the adapter into the
+        backbone's weights (`merge_and_unload`): the same scores, faster scoring; `False` keeps it attached.
+        `base_model` overrides the folder's base (e.g. when the base folder has moved)."""
         from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
         folder = resolve_model_folder(path, what="reward model")
@@ -577,26 +592,181 @@ class RewardModel(nn.Module):
             model.head.load_state_dict(head.state_dict())
             model.head.to(torch.float32)
         elif layout == LAYOUT_BACKBONE_AND_HEAD:
-            from safetensors.torch import load_file
-
             config = _backbone_config(folder)
             with quiet_transformers(), refusing_pickles(folder):
                 backbone = AutoModel.from_pretrained(str(folder), config=config, weights_only=True,
                                                      trust_remote_code=False, **dtype_option)
             model = cls(backbone, kind=card.kind, **options)
-            head_path = folder / HEAD_FILE
-            if not head_path.is_file():
-                raise ValueError(f"{folder}: {HEAD_FILE} is missing (rewardlab.json says layout {layout!r})")
-            state = load_file(str(head_path))
-            model.head.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("head.")})
-            if model.gate is not None:
-                model.gate.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("gate.")})
+            _load_head(model, folder, layout)
+        elif layout == LAYOUT_LORA_ADAPTER:
+            lora_config, base_name = _adapter_settings(folder, card, base_model)
+            backbone = _load_adapter_base(folder, base_name, dtype_option)
+            model = cls(backbone, kind=card.kind, **options)  # built on the plain backbone: its forward's signature
+            model.backbone = _attach_adapter(folder, backbone, lora_config, merge=merge_adapter)
+            _load_head(model, folder, layout)
         else:
             raise ValueError(f"{folder}/{METADATA_FILE}: unknown layout {layout!r}")
         model.card = card
         model.uses_token_type_ids = card.uses_token_type_ids
         model.eval()
         return model
+
+
+def _load_head(model: RewardModel, folder: Path, layout: str) -> None:
+    """Load `reward_head.safetensors` (`head.*`, and `gate.*` with gating) into `model`; errors name the folder."""
+    from safetensors.torch import load_file
+
+    head_path = folder / HEAD_FILE
+    if not head_path.is_file():
+        raise ValueError(f"{folder}: {HEAD_FILE} is missing (rewardlab.json says layout {layout!r})")
+    state = load_file(str(head_path))
+    parts: list[tuple[str, nn.Module | None]] = [("head", model.head), ("gate", model.gate)]
+    for prefix, module in parts:
+        if module is None:
+            continue
+        tensors = {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
+        try:
+            module.load_state_dict(tensors)
+        except RuntimeError as error:
+            reason = str(error).strip().splitlines()[0][:300]
+            raise ValueError(f"{head_path}: the {prefix} weights do not fit this model ({reason})") from None
+
+
+def _same_model_name(a: str, b: str) -> bool:
+    """Whether two base-model names are the same model: equal strings, or two paths to the same folder."""
+    if a == b:
+        return True
+    left, right = Path(a).expanduser(), Path(b).expanduser()
+    return left.is_dir() and right.is_dir() and left.resolve() == right.resolve()
+
+
+def _adapter_settings(folder: Path, card: ModelCard, override: str | None) -> tuple[Any, str]:
+    """The checked `LoraConfig` of an adapter-only folder and the base model's name (the override, else the card's).
+
+    Refused, with the file and the key named: an adapter config that is not a LoRA one, that names a base model
+    other than the card's, that would import modules (`megatron_config`) or change the base weights when built
+    (PiSSA / OLoRA / LoftQ initialisations), a peft task type that wraps the backbone in a task head, and a folder
+    without `adapter_model.safetensors` (a pickled `adapter_model.bin` is never loaded: unpickling can run code).
+    """
+    from peft import LoraConfig
+
+    config_file = folder / ADAPTER_CONFIG_FILE
+    if not config_file.is_file():
+        raise ValueError(f"{folder}: {ADAPTER_CONFIG_FILE} is missing (rewardlab.json says layout "
+                         f"{LAYOUT_LORA_ADAPTER!r}); copy the whole folder the trainer wrote")
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"{config_file}: not valid JSON ({type(error).__name__})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{config_file}: expected a JSON object, got {type(raw).__name__}")
+    if raw.get("peft_type") != "LORA":
+        raise ValueError(f"{config_file}: peft_type {raw.get('peft_type')!r}; rewardlab loads LoRA adapters only")
+    if raw.get("megatron_config") is not None:
+        raise ValueError(f"{config_file}: megatron_config is set (it makes peft import a module named in the file); "
+                         "refused")
+    if raw.get("task_type") not in (None, "FEATURE_EXTRACTION"):
+        raise ValueError(f"{config_file}: task_type {raw.get('task_type')!r} wraps the backbone in a task head; a "
+                         "rewardlab adapter has none (the reward head is reward_head.safetensors)")
+    init = raw.get("init_lora_weights", True)
+    if init not in _PLAIN_LORA_INITS:
+        raise ValueError(f"{config_file}: init_lora_weights {init!r} changes the base model's weights when the "
+                         "adapter is built; only plain LoRA adapters (as the rewardlab trainer writes) are loaded")
+    weights = folder / ADAPTER_WEIGHTS_FILE
+    if not weights.is_file():
+        pickled = sorted(p.name for p in folder.iterdir() if p.name.startswith("adapter_model")
+                         and p.suffix in PICKLE_SUFFIXES)
+        also = (f"; {', '.join(pickled)} is a pickle and is never loaded (unpickling can run code): convert it to "
+                "safetensors") if pickled else ""
+        raise ValueError(f"{folder}: {ADAPTER_WEIGHTS_FILE} is missing{also}")
+    card_base = card.extra.get("base_model") or card.backbone
+    if card_base is not None and not isinstance(card_base, str):
+        raise ValueError(f"{folder}/{METADATA_FILE}: base_model must be a string, got {type(card_base).__name__}")
+    named = raw.get("base_model_name_or_path")
+    if named is not None and not isinstance(named, str):
+        raise ValueError(f"{config_file}: base_model_name_or_path must be a string, got {type(named).__name__}")
+    if override is None:
+        if not card_base:
+            raise ValueError(f"{folder}/{METADATA_FILE}: base_model is missing: the adapter cannot be loaded without "
+                             "its base model; pass base_model=... (the backbone it was trained on)")
+        if named and not _same_model_name(named, card_base):
+            raise ValueError(
+                f"{folder}: {ADAPTER_CONFIG_FILE} names base model {named!r} but {METADATA_FILE} names "
+                f"{card_base!r}; refused (the adapter would be applied to a model it was not trained on). Make "
+                f"them agree, or pass base_model=... to say which one it is")
+    base = override if override is not None else card_base
+    assert base is not None
+    with quiet_transformers():
+        lora = LoraConfig.from_pretrained(str(folder))
+    lora.init_lora_weights = True  # the weights come from the file; nothing is initialised from the base
+    lora.inference_mode = True
+    return lora, base
+
+
+def _load_adapter_base(folder: Path, base: str, dtype_option: Mapping[str, Any]) -> Any:
+    """The base backbone of an adapter-only folder, loaded as `from_backbone` does (`"minilm"`, a folder or a hub
+    id; safetensors or weights-only pickles, no remote code); an error naming it and how to fix when it is gone."""
+    from transformers import AutoModel
+
+    fix = (f"put the base model back there, or point the folder at its new place: edit base_model in "
+           f"{folder / METADATA_FILE} and base_model_name_or_path in {folder / ADAPTER_CONFIG_FILE} (or pass "
+           "base_model=... to RewardModel.from_pretrained)")
+    try:
+        path = resolve_backbone(base)
+    except ValueError as error:
+        raise ValueError(f"{folder}: the adapter's base model {base!r} cannot be found ({error}); {fix}") from None
+    try:
+        with quiet_transformers(), refusing_pickles(path):
+            backbone = AutoModel.from_pretrained(path, weights_only=True, trust_remote_code=False, **dtype_option)
+    except (OSError, ValueError) as error:
+        if "refused to load" in str(error):
+            raise
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise ValueError(f"{folder}: the adapter's base model {base!r} could not be loaded "
+                         f"({type(error).__name__}: {reason}); {fix}") from None
+    return backbone
+
+
+def _attach_adapter(folder: Path, backbone: Any, lora_config: Any, *, merge: bool) -> Any:
+    """`backbone` with the folder's LoRA adapter (`adapter_model.safetensors`, every LoRA weight checked present),
+    merged into its weights when `merge` (`merge_and_unload`: same scores, no extra matmuls when scoring)."""
+    from peft import PeftModel
+    from peft.utils import get_peft_model_state_dict
+    from safetensors import safe_open
+
+    weights = folder / ADAPTER_WEIGHTS_FILE
+    try:
+        with safe_open(str(weights), framework="pt") as handle:
+            stored = set(handle.keys())
+    except Exception as error:  # safetensors raises its own error types for a corrupt header
+        raise ValueError(f"{weights}: not a readable safetensors file ({type(error).__name__})") from None
+    try:
+        with quiet_transformers(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # peft's missing-key warning: checked below, as an error
+            wrapped = PeftModel.from_pretrained(backbone, str(folder), config=lora_config, is_trainable=False)
+    except (RuntimeError, ValueError, KeyError) as error:
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise ValueError(f"{folder}: the LoRA adapter does not fit its base model ({type(error).__name__}: "
+                         f"{reason})") from None
+    expected = set(get_peft_model_state_dict(wrapped, save_embedding_layers=False))
+    missing = sorted(expected - stored)
+    if missing:
+        raise ValueError(f"{weights}: {len(missing)} LoRA weights of the adapter are missing (e.g. {missing[0]!r})")
+    if not merge:
+        return wrapped
+    return wrapped.merge_and_unload()
+
+
+def write_adapter_folder_config(folder: str | Path, backbone_config: Any) -> Path:
+    """`config.json` for an adapter-only folder: the base backbone's config, rewritten so that transformers' Auto
+    classes refuse the folder with a message saying to load it with rewardlab — without it, they would follow
+    `adapter_config.json` to the base model and score with a random head."""
+    folder = Path(folder)
+    config: Any = copy.deepcopy(backbone_config)
+    config.save_pretrained(str(folder))
+    _refuse_stock_loading(folder / "config.json", "a LoRA adapter (adapter_config.json) on a base model it does not "
+                          "hold, and its own reward head")
+    return folder / "config.json"
 
 
 def _refuse_stock_loading(config_file: Path, reason: str) -> None:
@@ -672,7 +842,9 @@ def read_metadata(path: str | Path) -> ModelCard:
     return ModelCard.read(path)
 
 
-def load_reward_model(path: str | Path, *, torch_dtype: Any = None) -> tuple[RewardModel, Any, ModelCard]:
-    """Load a saved reward model (folder or hub id): `(model in eval mode, its tokenizer, its ModelCard)`."""
-    model = RewardModel.from_pretrained(path, torch_dtype=torch_dtype)
+def load_reward_model(path: str | Path, *, torch_dtype: Any = None, merge_adapter: bool = True
+                      ) -> tuple[RewardModel, Any, ModelCard]:
+    """Load a saved reward model (folder, adapter-only folder or hub id): `(model in eval mode, its tokenizer, its
+    ModelCard)`; `merge_adapter` as `RewardModel.from_pretrained`."""
+    model = RewardModel.from_pretrained(path, torch_dtype=torch_dtype, merge_adapter=merge_adapter)
     return model, model.tokenizer, model.card

@@ -846,10 +846,11 @@ def _save_adapter(model: Any, folder: Path, tokenizer: Any, card: Any) -> None:
 
     from rewardlab.models.backbones import ensure_pad_token, resolve_backbone, tokenizer_hash
     from rewardlab.models.card import README_FILE
-    from rewardlab.models.reward_model import HEAD_FILE
+    from rewardlab.models.reward_model import HEAD_FILE, write_adapter_folder_config
 
     folder.mkdir(parents=True, exist_ok=True)
     model.backbone.save_pretrained(str(folder))
+    write_adapter_folder_config(folder, model.backbone.get_base_model().config)  # Auto classes refuse the folder
     heads = {f"head.{name}": value.detach().cpu().contiguous() for name, value in model.head.state_dict().items()}
     save_file(heads, str(folder / HEAD_FILE), metadata={"format": "pt"})
     ensure_pad_token(tokenizer)

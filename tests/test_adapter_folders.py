@@ -1,0 +1,172 @@
+"""Adapter-only folders (`TrainConfig.save_adapter_only`): `RewardModel.from_pretrained`, `load_reward_model` and
+`rm:FOLDER` load base backbone + LoRA adapter + head and score exactly as the merged folder of the same run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import rewardlab
+from rewardlab import Sample
+from rewardlab.models import RewardModel, load_reward_model
+from rewardlab.registry import SpecError
+from rewardlab.train import TrainConfig, train_reward_model
+from rewardlab.types import PreferencePair
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = [
+    Sample(prompt="what is the capital of france ?", response="paris"),
+    Sample(prompt="what is the capital of france ?", response="sorry , i cannot help"),
+    Sample(prompt="name a city", response="the answer is rome , the capital of italy , a very old city"),
+    Sample(prompt="hi", response="no"),
+]
+
+
+def pairs(n: int) -> list[PreferencePair]:
+    """Toy preference pairs: a capital is preferred to a refusal."""
+    capitals = ["paris", "rome", "the answer is paris", "paris is the capital", "it is paris"]
+    refusals = ["sorry", "i am sorry , i cannot help", "no", "i cannot help you", "sorry , no"]
+    return [PreferencePair(prompt=f"what is the capital of france ? ({i})", chosen=capitals[i % 5],
+                           rejected=refusals[(i * 3) % 5], id=str(i)) for i in range(n)]
+
+
+def train(backbone: str, output: Path, *, adapter_only: bool, **overrides: object) -> Path:
+    """A few LoRA steps (rank 4) on the toy pairs; the adapter-only folder, or the merged default."""
+    values: dict[str, object] = {
+        "backbone": backbone, "output": str(output), "lr": 5e-3, "batch_size": 8, "max_length": 32,
+        "precision": "fp32", "num_threads": 1, "save_every": 0, "eval_split": 0.0, "log_every": 1,
+        "freeze_layers": 0, "max_steps": 6, "lora_r": 4, "save_adapter_only": adapter_only,
+    }
+    values.update(overrides)
+    return train_reward_model(TrainConfig(**values), pairs=pairs(24), quiet=True).output_dir  # type: ignore[arg-type]
+
+
+RUNS = {  # name -> (backbone, training overrides): BERT with the pooler and segment ids; Llama with mean pooling
+    "bert": ("bert", {"pooling": "cls", "segment_ids": True}),
+    "llama": ("llama", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_backbones: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
+    """For each run: the same training saved merged (default) and adapter-only."""
+    root = tmp_path_factory.mktemp("adapter-runs")
+    out: dict[str, dict[str, Path]] = {}
+    for name, (backbone, overrides) in RUNS.items():
+        out[name] = {kind: train(tiny_backbones[backbone], root / f"{name}-{kind}", adapter_only=kind == "adapter",
+                                 **overrides) for kind in ("merged", "adapter")}
+    return out
+
+
+def values(spec: str) -> list[float]:
+    scores = rewardlab.load(spec).score(SAMPLES)
+    assert all(s.error is None and s.value is not None for s in scores), scores
+    return [float(s.value) for s in scores]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_rm_on_an_adapter_folder_scores_as_the_merged_run(runs: dict[str, dict[str, Path]], name: str) -> None:
+    adapter, merged = runs[name]["adapter"], runs[name]["merged"]
+    assert not (adapter / "model.safetensors").exists() and (adapter / "adapter_model.safetensors").is_file()
+    assert json.loads((adapter / "rewardlab.json").read_text())["layout"] == "lora_adapter"
+    got, want = values(f"rm:{adapter}"), values(f"rm:{merged}")
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=1e-5, rtol=0)
+    assert max(want) - min(want) > 1e-3  # the samples are told apart: equality is not two constants
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_merged_and_attached_adapters_give_the_same_scores_and_keep_the_card(runs: dict[str, dict[str, Path]],
+                                                                            name: str) -> None:
+    folder = runs[name]["adapter"]
+    merged, tokenizer, card = load_reward_model(folder)
+    attached = RewardModel.from_pretrained(folder, merge_adapter=False)
+    reference = RewardModel.from_pretrained(runs[name]["merged"])
+    assert not hasattr(merged.backbone, "peft_config") and hasattr(attached.backbone, "peft_config")
+    assert not merged.training and not attached.training
+    assert tokenizer is merged.tokenizer and card.layout == "lora_adapter"
+    assert card.extra["base_model"] == merged.card.extra["base_model"]
+    for model in (merged, attached):
+        assert (model.pooling, model.objective_names, model.uses_token_type_ids) == (
+            reference.pooling, reference.objective_names, reference.uses_token_type_ids)
+        assert not any(p.requires_grad for p in model.backbone.parameters() if p.dtype.is_floating_point) or (
+            model is merged)
+    if name == "bert":
+        assert merged.uses_token_type_ids and merged.pooling == "cls"
+    rows = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14]]
+    want = reference.score_token_ids(rows).rewards
+    torch.testing.assert_close(merged.score_token_ids(rows).rewards, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(attached.score_token_ids(rows).rewards, want, atol=1e-5, rtol=0)
+
+
+def test_cli_scores_an_adapter_folder_as_the_merged_folder(runs: dict[str, dict[str, Path]], tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"prompt": s.prompt, "response": s.response}) + "\n" for s in SAMPLES),
+                      encoding="utf-8")
+    got: dict[str, list[float]] = {}
+    for kind in ("adapter", "merged"):
+        out = tmp_path / f"{kind}.jsonl"
+        done = subprocess.run([sys.executable, "-m", "rewardlab", "score", "-r", f"rm:{runs['llama'][kind]}",
+                               "-i", str(source), "-o", str(out)], capture_output=True, text=True, timeout=300,
+                              cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert all(row["score"]["error"] is None for row in rows)
+        got[kind] = [row["score"]["value"] for row in rows]
+    assert len(got["adapter"]) == len(SAMPLES)
+    torch.testing.assert_close(torch.tensor(got["adapter"]), torch.tensor(got["merged"]), atol=1e-5, rtol=0)
+
+
+def test_auto_model_for_sequence_classification_refuses_an_adapter_folder(runs: dict[str, dict[str, Path]]) -> None:
+    # Without the folder's refusing config.json, transformers follows adapter_config.json to the base model and
+    # returns it with a freshly initialised (random) classifier head: scores that mean nothing.
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    for name in RUNS:
+        folder = runs[name]["adapter"]
+        for auto in (AutoModelForSequenceClassification, AutoModel):
+            with pytest.raises((ValueError, KeyError), match="rewardlab"):
+                auto.from_pretrained(str(folder))
+
+
+def test_a_moved_base_model_is_a_clear_error_that_says_how_to_fix(tiny_backbones: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(tiny_backbones["llama"], base)
+    folder = train(str(base), tmp_path / "rm", adapter_only=True)
+    before = RewardModel.from_pretrained(folder).score_token_ids([[5, 6, 7], [8, 9]]).rewards
+    moved = tmp_path / "moved-base"
+    base.rename(moved)
+    with pytest.raises(ValueError, match="base model") as caught:
+        RewardModel.from_pretrained(folder)
+    message = str(caught.value)
+    assert str(base) in message and "base_model" in message and "adapter_config.json" in message
+    with pytest.raises(SpecError, match="base model"):  # rm: loads its model when the spec is read
+        rewardlab.load(f"rm:{folder}")
+    # the two fixes the message names: pass base_model=..., or edit both files
+    override = RewardModel.from_pretrained(folder, base_model=str(moved))
+    torch.testing.assert_close(override.score_token_ids([[5, 6, 7], [8, 9]]).rewards, before, atol=1e-6, rtol=0)
+    for file, key in (("rewardlab.json", "base_model"), ("adapter_config.json", "base_model_name_or_path")):
+        record = json.loads((folder / file).read_text())
+        record[key] = str(moved)
+        (folder / file).write_text(json.dumps(record))
+    edited = RewardModel.from_pretrained(folder)
+    torch.testing.assert_close(edited.score_token_ids([[5, 6, 7], [8, 9]]).rewards, before, atol=1e-6, rtol=0)
+
+
+def test_a_hub_id_base_that_cannot_be_fetched_is_named(runs: dict[str, dict[str, Path]], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # a hub call fails, nothing is fetched
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    folder = tmp_path / "rm"
+    shutil.copytree(runs["llama"]["adapter"], folder)
+    with pytest.raises(ValueError, match=r"'nobody-here/no-such-base-model' could not be loaded"):
+        RewardModel.from_pretrained(folder, base_model="nobody-here/no-such-base-model")
