@@ -752,6 +752,10 @@ def _attach_adapter(folder: Path, backbone: Any, lora_config: Any, *, merge: boo
     missing = sorted(expected - stored)
     if missing:
         raise ValueError(f"{weights}: {len(missing)} LoRA weights of the adapter are missing (e.g. {missing[0]!r})")
+    unused = sorted(stored - expected)
+    if unused:
+        raise ValueError(f"{weights}: {len(unused)} weights are not used by {ADAPTER_CONFIG_FILE} (e.g. "
+                         f"{unused[0]!r}); the config does not describe this adapter")
     if not merge:
         return wrapped
     return wrapped.merge_and_unload()
