@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
@@ -170,3 +172,40 @@ def test_a_hub_id_base_that_cannot_be_fetched_is_named(runs: dict[str, dict[str,
     shutil.copytree(runs["llama"]["adapter"], folder)
     with pytest.raises(ValueError, match=r"'nobody-here/no-such-base-model' could not be loaded"):
         RewardModel.from_pretrained(folder, base_model="nobody-here/no-such-base-model")
+
+
+def test_a_base_given_as_a_relative_folder_loads_from_any_directory(tiny_backbones: dict[str, str],
+                                                                     tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(tiny_backbones["llama"], work / "my-base")
+    monkeypatch.chdir(work)
+    folder = train("my-base", work / "rm", adapter_only=True)  # `rewardlab train --backbone my-base`
+    for file, key in (("rewardlab.json", "base_model"), ("adapter_config.json", "base_model_name_or_path")):
+        assert json.loads((folder / file).read_text())[key] == str(work / "my-base")
+    here = RewardModel.from_pretrained(folder).score_token_ids([[5, 6, 7]]).rewards
+    monkeypatch.chdir(tmp_path)
+    torch.testing.assert_close(RewardModel.from_pretrained(folder).score_token_ids([[5, 6, 7]]).rewards, here)
+
+
+_WORDS = ["paris", "rome", "sorry", "no", "the", "capital", "of", "france", "?", ",", "i", "cannot", "help", "!"]
+_LOADED: dict[Path, rewardlab.Reward] = {}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.tuples(st.lists(st.sampled_from(_WORDS), max_size=12),
+                                st.lists(st.sampled_from(_WORDS), min_size=1, max_size=40)), min_size=1, max_size=6))
+def test_adapter_and_merged_folders_agree_on_any_text(runs: dict[str, dict[str, Path]],
+                                                      texts: list[tuple[list[str], list[str]]]) -> None:
+    samples = [Sample(prompt=" ".join(p), response=" ".join(r)) for p, r in texts]
+    for name in RUNS:
+        scores = {}
+        for kind in ("adapter", "merged"):
+            folder = runs[name][kind]
+            if folder not in _LOADED:
+                _LOADED[folder] = rewardlab.load(f"rm:{folder}")
+            scores[kind] = [s.value for s in _LOADED[folder].score(samples)]
+        assert all(v is not None for v in scores["adapter"])
+        torch.testing.assert_close(torch.tensor(scores["adapter"]), torch.tensor(scores["merged"]), atol=1e-5,
+                                   rtol=0)

@@ -849,18 +849,23 @@ def _save_adapter(model: Any, folder: Path, tokenizer: Any, card: Any) -> None:
     from rewardlab.models.reward_model import HEAD_FILE, write_adapter_folder_config
 
     folder.mkdir(parents=True, exist_ok=True)
+    backbone = card.backbone or ""
+    base = resolve_backbone(backbone) if backbone else None
+    if base is not None and Path(base).is_dir():
+        base = os.path.abspath(base)  # a relative folder would mean nothing when loaded from another directory
+    for peft_config in model.backbone.peft_config.values():  # adapter_config.json names the same base as the card
+        peft_config.base_model_name_or_path = base
     model.backbone.save_pretrained(str(folder))
     write_adapter_folder_config(folder, model.backbone.get_base_model().config)  # Auto classes refuse the folder
     heads = {f"head.{name}": value.detach().cpu().contiguous() for name, value in model.head.state_dict().items()}
     save_file(heads, str(folder / HEAD_FILE), metadata={"format": "pt"})
     ensure_pad_token(tokenizer)
     tokenizer.save_pretrained(str(folder))
-    backbone = card.backbone or ""
     adapter_card = dc.replace(
         card, layout="lora_adapter", kind=model.kind, pooling=model.pooling, objectives=list(model.objective_names),
         gating=False, uses_token_type_ids=bool(model.uses_token_type_ids), tokenizer_hash=tokenizer_hash(tokenizer),
         auto_model_for_sequence_classification=False,
-        extra={**card.extra, "base_model": resolve_backbone(backbone) if backbone else None,
+        extra={**card.extra, "base_model": base,
                "adapter_files": list(ADAPTER_FILES)},
     )
     adapter_card.write(folder)
