@@ -209,3 +209,11 @@ def test_adapter_and_merged_folders_agree_on_any_text(runs: dict[str, dict[str, 
         assert all(v is not None for v in scores["adapter"])
         torch.testing.assert_close(torch.tensor(scores["adapter"]), torch.tensor(scores["merged"]), atol=1e-5,
                                    rtol=0)
+
+
+def test_rm_on_an_adapter_folder_conforms(runs: dict[str, dict[str, Path]]) -> None:
+    from rewardlab.testing import check_reward
+
+    reward = rewardlab.load({"rm": {"path": str(runs["bert"]["adapter"]), "batch_size": 2}})
+    report = check_reward(reward, SAMPLES, hostile=False)  # hostile text: the rm: conformance case covers it
+    assert {"batch_size", "order", "pickle"} <= set(report.passed)
