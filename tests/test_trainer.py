@@ -208,7 +208,7 @@ def test_resume_refuses_a_different_config(tmp_path: Path, bert: str) -> None:
 
 
 def test_lora_trains_adapters_and_saves_a_merged_model(tmp_path: Path, bert: str) -> None:
-    result = train_reward_model(config(tmp_path, bert, "lora", max_steps=20, lora_r=4, lr=5e-3),
+    result = train_reward_model(config(tmp_path, bert, "lora", max_steps=20, lora_r=4, lr=5e-3, pooling="mean"),
                                 pairs=easy_pairs(64), eval_pairs=easy_pairs(24), quiet=True)
     weights = saved_weights(result.output_dir)
     assert not any("lora" in name for name in weights)
@@ -279,7 +279,8 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path: Path, bert
 def test_frozen_layers_stay_as_pretrained(tmp_path: Path, bert: str) -> None:
     from transformers import AutoModel
 
-    result = train_reward_model(config(tmp_path, bert, "frozen", max_steps=3, freeze_layers=1), pairs=easy_pairs(24),
+    result = train_reward_model(config(tmp_path, bert, "frozen", max_steps=3, freeze_layers=1, pooling="mean"),
+                                pairs=easy_pairs(24),
                                 quiet=True)
     base = AutoModel.from_pretrained(bert).state_dict()
     weights = saved_weights(result.output_dir)

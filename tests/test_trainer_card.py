@@ -68,7 +68,7 @@ def test_card_of_ranked_lists_given_in_python(tmp_path: Path, llama: str) -> Non
 
 def test_card_of_an_adapter_folder(tmp_path: Path, llama: str) -> None:
     result = train_reward_model(small(tmp_path, llama, "ad", max_steps=2, lora_r=4, save_adapter_only=True,
-                                      eval_split=0.0), pairs=_pairs(16), quiet=True)
+                                      eval_split=0.0, pooling="mean"), pairs=_pairs(16), quiet=True)
     card = ModelCard.read(result.output_dir)
     assert card.layout == "lora_adapter" and card.pooling == "mean" and card.kind == "decoder"
     assert card.extra["base_model"] == llama and card.extra["adapter_files"] == ["adapter_config.json",
