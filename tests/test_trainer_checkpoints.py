@@ -31,7 +31,7 @@ def small(tmp_path: Path, backbone: str, name: str, **overrides: object) -> Trai
     values: dict[str, object] = {
         "backbone": backbone, "output": str(tmp_path / name), "lr": 2e-3, "batch_size": 8, "max_length": 32,
         "precision": "fp32", "num_threads": 1, "save_every": 0, "eval_split": 0.0, "log_every": 1,
-        "freeze_layers": 0,
+        "freeze_layers": 0, "pooling": "mean", "epochs": 1.0,
     }
     values.update(overrides)
     return TrainConfig(**values)  # type: ignore[arg-type]
@@ -127,7 +127,8 @@ def test_gradient_checkpointing_stores_far_less_and_keeps_the_math(tmp_path: Pat
 
 
 def test_bf16_weights_train_and_save_in_bf16_with_an_fp32_head(tmp_path: Path, llama: str) -> None:
-    result = train_reward_model(small(tmp_path, llama, "bf16", max_steps=15, weights_dtype="bf16", lr=5e-3),
+    result = train_reward_model(small(tmp_path, llama, "bf16", max_steps=15, weights_dtype="bf16", lr=5e-3,
+                                      pooling="mean"),
                                 pairs=pairs(48), eval_pairs=pairs(16), quiet=True)
     saved = weights(result.output_dir)
     body = {k: v for k, v in saved.items() if not k.startswith("@")}

@@ -51,7 +51,7 @@ def small(tmp_path: Path, backbone: str, name: str, **overrides: object) -> Trai
     values: dict[str, object] = {
         "backbone": backbone, "output": str(tmp_path / name), "lr": 2e-3, "batch_size": 8, "max_length": 32,
         "precision": "fp32", "num_threads": 1, "save_every": 0, "eval_split": 0.0, "log_every": 1,
-        "freeze_layers": 0,
+        "freeze_layers": 0, "pooling": "mean", "epochs": 1.0,
     }
     values.update(overrides)
     return TrainConfig(**values)  # type: ignore[arg-type]
