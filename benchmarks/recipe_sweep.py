@@ -27,7 +27,6 @@ Writes benchmarks/results/recipe_sweep.json and prints the table.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -43,6 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results" / "recipe_sweep.json"
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_vs_trl import read_rows, write_rows  # noqa: E402  (the benchmarks' one home for reading HH rows)
+
 SHARED = {"backbone": "minilm", "batch_size": 16, "max_length": 128, "seed": 0, "precision": "auto",
           "loss": "bt", "scheduler": "cosine", "warmup_ratio": 0.1}
 RECIPES: dict[str, dict[str, Any]] = {
@@ -54,18 +56,6 @@ RECIPES: dict[str, dict[str, Any]] = {
     "full-cls-2ep-len256": {"freeze_layers": 0, "pooling": "cls", "lr": 5e-5, "epochs": 2.0, "max_length": 256},
     "probe": {},
 }
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
-    return path
 
 
 def folds_of(rows: list[dict[str, Any]], k: int) -> list[list[dict[str, Any]]]:
