@@ -95,7 +95,6 @@ def probe(train_rows: list[dict[str, Any]], held_rows: list[dict[str, Any]], thr
     if "model" not in cache:  # the backbone is loaded once; embeddings are computed afresh in every fold (timed)
         model = RewardModel.from_backbone("minilm", pooling="mean")
         model.eval()
-        cache.clear()
         cache["model"] = model
     model = cache["model"]
     for key in [k for k in cache if k != "model"]:
@@ -105,10 +104,7 @@ def probe(train_rows: list[dict[str, Any]], held_rows: list[dict[str, Any]], thr
     def embed(rows: list[dict[str, Any]]) -> Any:
         vectors = []
         for side in ("chosen", "rejected"):
-            texts = []
-            for row in rows:
-                key = (side, row["chosen"], row["rejected"])
-                texts.append(key)
+            texts = [(side, row["chosen"], row["rejected"]) for row in rows]
             missing = [t for t in texts if t not in cache]
             for i in range(0, len(missing), 64):
                 chunk = missing[i : i + 64]

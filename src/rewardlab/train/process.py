@@ -6,7 +6,6 @@ checkpoints and resume are the pairwise trainer's own (`rewardlab.train.trainer`
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -180,14 +179,3 @@ def read_step_rows(source: str, *, limit: int | None) -> tuple[list[StepRow], di
     if not rows:
         raise ValueError(f"{source}: no step-labelled rows")
     return rows, {"rows": len(rows)}
-
-
-def held_out_step_split(rows: list[StepRow], fraction: float, seed: int) -> tuple[list[StepRow], list[StepRow]]:
-    """A seeded random split of step rows, as the pairwise split (at least one held out when fraction > 0)."""
-    if fraction <= 0 or len(rows) < 2:
-        return rows, []
-    order = list(range(len(rows)))
-    random.Random(f"split:{seed}").shuffle(order)
-    n_eval = min(max(1, round(fraction * len(rows))), len(rows) - 1)
-    held = set(order[:n_eval])
-    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
