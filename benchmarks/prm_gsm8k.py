@@ -60,7 +60,7 @@ def main() -> int:
         return 0
 
     import rewardlab
-    from rewardlab.data.jsonl import iter_jsonl
+    from rewardlab.jsonl import iter_jsonl
     from rewardlab.data.steps import gsm8k_step_rows, step_targets
     from rewardlab.evaluate.process import first_error_f1, first_error_prediction
     from rewardlab.train import TrainConfig, train_reward_model

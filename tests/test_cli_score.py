@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardlab.data.jsonl import atomic_writer
+from rewardlab.jsonl import atomic_writer
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

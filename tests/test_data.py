@@ -366,7 +366,7 @@ def test_cli_data_inspect_real_hh_with_minilm(shared_data: Path) -> None:
 
 
 def test_jsonl_lines_by_hand(tmp_path: Path) -> None:
-    from rewardlab.data.jsonl import iter_jsonl
+    from rewardlab.jsonl import iter_jsonl
 
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n\n  \n[1, 2]\n{"b": NaN}\n"\\u00e9"\n{"c": "\\ud800"}\n')
@@ -379,7 +379,7 @@ def test_jsonl_lines_by_hand(tmp_path: Path) -> None:
 
 
 def test_gzip_output_round_trips_through_the_atomic_writer(tmp_path: Path) -> None:
-    from rewardlab.data.jsonl import atomic_writer, iter_jsonl
+    from rewardlab.jsonl import atomic_writer, iter_jsonl
 
     path = tmp_path / "rows.jsonl.gz"
     with atomic_writer(path) as handle:

@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rewardlab.integrations.openrlhf as openrlhf_module  # noqa: E402
-from rewardlab.integrations._payload import answer_request, split_response  # noqa: E402
+from rewardlab.integrations.payload import answer_request, split_response  # noqa: E402
 from rewardlab.integrations.openrlhf import SPEC_ENV, SPEC_FILE, reward_func, score_queries  # noqa: E402
 from rewardlab.runtime import reward  # noqa: E402
 from rewardlab.types import Sample  # noqa: E402
@@ -168,7 +168,7 @@ def test_payload_is_plain_json_for_the_http_server() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from rewardlab.integrations._payload import END_MARKERS  # noqa: E402
+from rewardlab.integrations.payload import END_MARKERS  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)

@@ -226,7 +226,7 @@ def test_importing_the_adapters_loads_no_trainer_and_no_torch() -> None:
     import sys
 
     code = ("import sys, rewardlab.integrations, rewardlab.integrations.trl, rewardlab.integrations.verl, "
-            "rewardlab.integrations._payload\n"
+            "rewardlab.integrations.payload\n"
             "heavy = sorted(m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf') if m in sys.modules)\n"
             "print(heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

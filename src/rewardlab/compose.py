@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rewardlab.normalize import clip, group_normalize, rank_normalize, zscore
 from rewardlab.registry import SpecError, register_combinator
 from rewardlab.types import Reward, Sample, Score
 
@@ -41,100 +42,6 @@ Missing = Literal["drop", "propagate", "zero", "renormalize"]
 _MISSING = ("drop", "propagate", "zero", "renormalize")
 OnError = Literal["error", "lowest"]
 _ON_ERROR = ("error", "lowest")
-
-
-# --------------------------------------------------------------------------------------- pure normalisers
-
-
-def _valid(values: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
-    mask = np.array([v is not None and math.isfinite(v) for v in values], dtype=bool)
-    array = np.array([v if m else 0.0 for v, m in zip(values, mask, strict=True)], dtype=np.float64)
-    return array, mask
-
-
-def _restore(out: np.ndarray, mask: np.ndarray) -> list[float | None]:
-    return [float(x) if m else None for x, m in zip(out, mask, strict=True)]
-
-
-def zscore(values: Sequence[float | None], *, eps: float = 1e-6, ddof: int = 0) -> list[float | None]:
-    """(v - mean) / (std + eps) over the values present; `None` stays `None`."""
-    array, mask = _valid(values)
-    out = np.zeros_like(array)
-    if mask.sum() > ddof:
-        present = array[mask]
-        spread = present.std(ddof=ddof) + eps
-        out[mask] = (present - present.mean()) / spread if spread > 0 else 0.0
-    return _restore(out, mask)
-
-
-def group_normalize(
-    values: Sequence[float | None],
-    groups: Sequence[Hashable],
-    *,
-    scale: bool = True,
-    eps: float = 1e-6,
-    ddof: int = 1,
-) -> list[float | None]:
-    """GRPO advantages: each value minus its group's mean, divided by the group's std + eps when `scale`.
-
-    Shao et al. 2024 (DeepSeekMath, GRPO); `scale=False` is Dr. GRPO (Liu et al. 2025). `ddof=1` (the
-    unbiased std) matches TRL and verl. A group of one gets 0. `None` values stay `None` and are left out of
-    their group's statistics.
-    """
-    if len(values) != len(groups):
-        raise ValueError(f"{len(values)} values but {len(groups)} group ids")
-    array, mask = _valid(values)
-    out = np.zeros_like(array)
-    members: dict[Hashable, list[int]] = {}
-    for i, g in enumerate(groups):
-        if mask[i]:
-            members.setdefault(g, []).append(i)
-    for idx in members.values():
-        present = array[idx]
-        centred = present - present.mean()
-        if scale:
-            std = present.std(ddof=ddof) if len(idx) > ddof else 0.0
-            if std + eps > 0:  # a constant group stays at 0 rather than 0/0
-                centred = centred / (std + eps)
-        out[idx] = centred
-    return _restore(out, mask)
-
-
-def average_ranks(values: Sequence[float]) -> np.ndarray:
-    """Ranks 1..n with tied values sharing their average rank (the ranking Spearman's rho uses)."""
-    x = np.asarray(values, dtype=float)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=float)
-    sorted_x = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
-
-
-def rank_normalize(values: Sequence[float | None]) -> list[float | None]:
-    """Ranks scaled to [0, 1] (lowest 0, highest 1, ties share their average rank; one value gives 0.5)."""
-    array, mask = _valid(values)
-    out = np.zeros_like(array)
-    n = int(mask.sum())
-    if n == 1:
-        out[mask] = 0.5
-    elif n > 1:
-        out[mask] = (average_ranks(array[mask]) - 1.0) / (n - 1)
-    return _restore(out, mask)
-
-
-def clip(values: Sequence[float | None], low: float | None = None, high: float | None = None) -> list[float | None]:
-    """Clamp values to [low, high] (either bound optional); `None` stays `None`."""
-    if low is not None and high is not None and low > high:
-        raise ValueError(f"clip: low ({low}) is above high ({high})")
-    lo = -math.inf if low is None else float(low)
-    hi = math.inf if high is None else float(high)
-    return [None if v is None else float(min(hi, max(lo, v))) for v in values]
 
 
 # --------------------------------------------------------------------------------------- composites

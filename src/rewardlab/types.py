@@ -6,7 +6,9 @@ Every part of the library speaks these types; nothing else crosses module bounda
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import inspect
 import json
 import math
 from abc import ABC, abstractmethod
@@ -18,6 +20,9 @@ Message = dict[str, Any]
 Prompt = str | list[Message]
 
 _SAMPLE_FIELDS = ("prompt", "response", "reference", "steps", "group", "metadata")
+
+LIMITS = ("workers", "timeout", "memory_mb")
+"""The runtime limits a `Reward` may honour (`Reward.honours`); `configure` refuses any other it is asked for."""
 
 FAILURE_INFO_KEYS = ("limit", "reason")
 """`Score.info` keys that say why a response got its family's failing value (kept in every written score)."""
@@ -131,6 +136,16 @@ class Score:
         """True when scoring did not fail (the value may still be `None` = not applicable)."""
         return self.error is None
 
+    def trainer_value(self) -> float | None:
+        """The one way a score becomes a trainer's number: the finite value, or `None` = mask this sample out.
+
+        An `error` or a reward that does not apply is never a silent 0: it is `None`, which the adapters turn
+        into their trainer's mask (TRL's `None`, a 0/1 mask column for verl and OpenRLHF).
+        """
+        if self.error is not None or self.value is None or not math.isfinite(self.value):
+            return None
+        return float(self.value)
+
     @classmethod
     def failure(cls, error: str, **info: Any) -> Score:
         """A failed sample: no value, the reason in `error`."""
@@ -207,6 +222,61 @@ def coerce_score(result: Any) -> Score:
     return score
 
 
+class LimitNotHonouredError(ValueError):
+    """A runtime limit (`--timeout`, `--workers`, `--memory-mb`) asked of a reward that cannot honour it."""
+
+
+@functools.lru_cache(maxsize=None)
+def _code_hash(cls: type) -> str:
+    """SHA-256 of the source file that defines `cls` (what 'code' means in a reward's fingerprint)."""
+    try:
+        source = inspect.getsourcefile(cls)
+        if source is None:
+            return "unknown"
+        with open(source, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except (OSError, TypeError):
+        return "unknown"
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """`value` when it is plain JSON data (what a config is made of), else a marker that says it was left out."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth < 8 and isinstance(value, list | tuple):
+        return [_plain(v, depth + 1) for v in value]
+    if depth < 8 and isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    return f"<{type(value).__name__}>"
+
+
+@dataclass(frozen=True)
+class RewardContract:
+    """What a reward declares before it scores anything: the runtime contract.
+
+    `failure_value` is the value a response-caused failure gets (time, memory, crash, unparseable), `None` when
+    the family has no response-caused failure; `objectives` the names its `Score.objectives` may carry;
+    `honours` the runtime limits it enforces (any other is refused by `configure`); `fingerprint` a hash of its
+    code and configuration, for provenance and caches.
+    """
+
+    name: str
+    family: str
+    failure_value: float | None
+    objectives: tuple[str, ...]
+    honours: frozenset[str]
+    fingerprint: str
+    batch_dependent: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (`honours` sorted)."""
+        return {"name": self.name, "family": self.family, "failure_value": self.failure_value,
+                "objectives": list(self.objectives), "honours": sorted(self.honours),
+                "fingerprint": self.fingerprint, "batch_dependent": self.batch_dependent}
+
+
 class Reward(ABC):
     """Anything that scores a batch of samples: `score(samples) -> list[Score]`, batch first.
 
@@ -215,10 +285,16 @@ class Reward(ABC):
 
     `batch_dependent` is True for rewards whose value depends on the rest of the batch (batch normalisers):
     they are still order-equivariant, but not batch-size invariant.
+
+    The runtime contract (`contract()`): `failure_value` (what a response-caused failure scores), the
+    `objective_names()`, `honours` (the limits of `LIMITS` it enforces; `configure` refuses the others with
+    `LimitNotHonouredError`) and `fingerprint()` (code + config).
     """
 
     name: str = "reward"
     batch_dependent: bool = False
+    failure_value: float | None = None
+    honours: frozenset[str] = frozenset()
 
     @abstractmethod
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
@@ -269,12 +345,81 @@ class Reward(ABC):
         `close` reach every one of them. Leaf rewards have none."""
         return ()
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        """Set runtime options (worker count, per-sample timeout) where the reward supports them; a composite
-        passes them to its components."""
-        for component in self.components():
-            component.configure(workers=workers, timeout=timeout)
+    def objective_names(self) -> tuple[str, ...]:
+        """The names this reward's `Score.objectives` may carry (a composite: its parts' names)."""
+        return ()
+
+    def config(self) -> dict[str, Any]:
+        """What configures this reward, as plain data: its public attributes, runtime limits left out."""
+        return {k: _plain(v) for k, v in sorted(vars(self).items()) if not k.startswith("_") and k not in LIMITS}
+
+    def fingerprint(self) -> str:
+        """Hash of the reward's code (the source file of its class) and its configuration (and its parts')."""
+        cls = type(self)
+        return content_hash([cls.__module__, cls.__qualname__, _code_hash(cls), self.name, self.config(),
+                             [part.fingerprint() for part in self.components()]])
+
+    def contract(self) -> RewardContract:
+        """The declared runtime contract (see the class docstring)."""
+        family = getattr(self, "family", None)
+        return RewardContract(
+            name=self.name,
+            family=family if isinstance(family, str) else self.name.split(":", 1)[0],
+            failure_value=None if self.failure_value is None else float(self.failure_value),
+            objectives=tuple(self.objective_names()),
+            honours=self.effective_honours(),
+            fingerprint=self.fingerprint(),
+            batch_dependent=self.batch_dependent,
+        )
+
+    def effective_honours(self) -> frozenset[str]:
+        """The limits honoured by this reward: its own `honours`, or for a composite those every part honours."""
+        parts = self.components()
+        if not parts:
+            return frozenset(self.honours)
+        return frozenset.intersection(*(part.effective_honours() for part in parts))
+
+    def refused_limits(self, **limits: Any) -> list[tuple[str, str]]:
+        """(reward name, limit) for every limit set in `limits` that this reward or one of its parts cannot honour."""
+        asked = [name for name in LIMITS if limits.get(name) is not None]
+        unknown = sorted(set(limits) - set(LIMITS))
+        if unknown:
+            raise TypeError(f"unknown runtime limit(s) {unknown}; the limits are {list(LIMITS)}")
+        parts = self.components()
+        if parts:
+            return [refusal for part in parts for refusal in part.refused_limits(**limits)]
+        return [(self.name, name) for name in asked if name not in self.honours]
+
+    def configure(self, *, workers: int | None = None, timeout: float | None = None,
+                  memory_mb: int | None = None) -> Reward:
+        """Set runtime limits (worker count, per-sample timeout, memory cap); a composite passes them to its parts.
+
+        A limit this reward (or any part) cannot honour is refused with `LimitNotHonouredError` before anything
+        changes, never silently ignored.
+        """
+        refused = self.refused_limits(workers=workers, timeout=timeout, memory_mb=memory_mb)
+        if refused:
+            reward_name, limit = refused[0]
+            flag = "--" + limit.replace("_", "-")
+            honoured = sorted(next(p for p in self._leaves() if p.name == reward_name).honours)
+            raise LimitNotHonouredError(
+                f"reward {reward_name!r} cannot honour {limit} ({flag}): it honours "
+                f"{', '.join(honoured) if honoured else 'no runtime limit'}"
+            )
+        parts = self.components()
+        if parts:
+            for part in parts:
+                part.configure(workers=workers, timeout=timeout, memory_mb=memory_mb)
+        elif any(v is not None for v in (workers, timeout, memory_mb)):
+            self._configure(workers=workers, timeout=timeout, memory_mb=memory_mb)
         return self
+
+    def _leaves(self) -> list[Reward]:
+        parts = self.components()
+        return [leaf for part in parts for leaf in part._leaves()] if parts else [self]
+
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """Apply limits that `honours` declares (called by `configure` after the refusal check)."""
 
     def close(self) -> None:
         """Release worker processes or models held by the reward and its components (safe to call twice)."""

@@ -28,7 +28,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rewardlab.data.jsonl import MAX_DEPTH, iter_jsonl
+from rewardlab.jsonl import MAX_DEPTH, iter_jsonl
 from rewardlab.data.scoring import OutputIsInputError, score_jsonl
 from rewardlab.types import Reward, Sample, Score, coerce_score
 
@@ -489,7 +489,7 @@ def test_a_nan_objective_is_an_error_like_a_nan_value() -> None:
 
 
 def test_non_finite_floats_become_null_in_every_writer() -> None:
-    from rewardlab.data.jsonl import dumps_row, dumps_strict
+    from rewardlab.jsonl import dumps_row, dumps_strict
 
     assert json.loads(dumps_strict({"a": math.nan, "b": [math.inf, 1.5]})) == {"a": None, "b": [None, 1.5]}
     assert dumps_row({"s": "x\ud800", "v": -math.inf}) == '{"s": "x\\ud800", "v": null}'

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.cli.terminal import check_output_folder, console, stdout
-from rewardlab.data.jsonl import dumps_row, dumps_strict
+from rewardlab.jsonl import dumps_row, dumps_strict
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample
 

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console, progress_bar, stdout
-from rewardlab.data.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
+from rewardlab.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
 from rewardlab.data.scoring import (
     MalformedInputError,
     OutputIsInputError,

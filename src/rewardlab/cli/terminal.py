@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from rewardlab.data.jsonl import descriptor_of
+from rewardlab.jsonl import descriptor_of
 from rewardlab.progress import console, progress_bar
 
 stdout = Console()

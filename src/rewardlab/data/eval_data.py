@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.jsonl import iter_jsonl
 from rewardlab.data.rewardbench import (
     FORMATS,
     RewardBench2Row,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.data.hh_rlhf import HHFormatError, looks_like_hh_dialogue, parse_hh_pair
-from rewardlab.data.jsonl import iter_jsonl, open_text, read_failure, reject_constant
+from rewardlab.jsonl import iter_jsonl, open_text, read_failure, reject_constant
 from rewardlab.types import Message, PreferencePair, Prompt, RankedResponses
 
 FORMATS = ("auto", "pairs", "hh", "rated", "ranked")

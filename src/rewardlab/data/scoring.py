@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.data.jsonl import STDIN, atomic_writer, descriptor_of, dumps_row, iter_jsonl
+from rewardlab.jsonl import STDIN, atomic_writer, descriptor_of, dumps_row, iter_jsonl
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import Reward, Sample, Score
 

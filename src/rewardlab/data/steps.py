@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.jsonl import iter_jsonl
 from rewardlab.types import StepRow
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.data.encoding import TRUNCATION_POLICIES, encode_pair
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 from rewardlab.data.preference import LoadReport
 from rewardlab.data.templates import template_name
 from rewardlab.types import PreferencePair

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rewardlab.compose import average_ranks
+from rewardlab.normalize import average_ranks
 
 MaybeFloat = float | None
 

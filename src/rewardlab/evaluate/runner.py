@@ -17,7 +17,7 @@ from typing import Any
 from rich.progress import TaskID
 
 from rewardlab.data.eval_data import EvalData, EvalItem, load_eval_data, load_subset_weights
-from rewardlab.data.jsonl import atomic_writer, dumps_row
+from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.data.rewardbench import RewardBench2Row
 from rewardlab.evaluate.calibration import calibration_report
 from rewardlab.evaluate.metrics import (

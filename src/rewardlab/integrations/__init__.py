@@ -7,7 +7,7 @@ Each module is imported on its own (importing this package loads no trainer, no 
   batch and prime reward managers; `custom_reward_function.path`).
 - `rewardlab.integrations.openrlhf`: `reward_func(queries, prompts, labels, **kwargs)` for OpenRLHF's python-file
   remote reward (`--reward.remote_url path/to/file.py`).
-- `rewardlab.integrations._payload`: the framework-free OpenRLHF payload (`{"query", "prompts", "labels"}` in,
+- `rewardlab.integrations.payload`: the framework-free OpenRLHF payload (`{"query", "prompts", "labels"}` in,
   `{"rewards", "scores", "extra_logs"}` out), shared with the HTTP server's `/get_reward`.
 - `rewardlab.integrations.advantages`: GRPO, Dr. GRPO, RLOO and REINFORCE++ advantages, DAPO overlong penalty.
 - `rewardlab.integrations.kl`: KL estimators k1, k2, k3.

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardlab.compose import group_normalize
+from rewardlab.normalize import group_normalize
 from rewardlab.rewards.text import LengthReward
 
 Rewards = Any  # Sequence[float | None] | np.ndarray | torch.Tensor

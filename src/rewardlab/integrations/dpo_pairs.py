@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.data.jsonl import atomic_writer, dumps_row
+from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.integrations.scored import ScoredRow, grouped, read_scored_jsonl
 
 Strategy = Literal["best-worst", "all"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.jsonl import iter_jsonl
 from rewardlab.evaluate.metrics import spearman
 from rewardlab.integrations.kl import best_of_n_kl
 from rewardlab.rewards.text import count_units

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import atomic_writer
+from rewardlab.jsonl import atomic_writer
 from rewardlab.evaluate.report import _COLORS, _CSS, _figure_to_data_uri, _fmt, _img
 from rewardlab.integrations.monitor import MonitorResult, trend
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardlab.integrations._payload import answer_request, load_reward
+from rewardlab.integrations.payload import answer_request, load_reward
 from rewardlab.types import Reward
 
 SPEC_ENV = "REWARDLAB_REWARD"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardlab.data.jsonl import atomic_writer, dumps_row
+from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.integrations.advantages import Groups, Rewards, group_ids, reward_array, same_kind
 from rewardlab.integrations.scored import read_scored_jsonl
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import iter_jsonl
+from rewardlab.jsonl import iter_jsonl
 
 
 @dataclass

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewardlab.integrations._payload import load_reward, objective_columns, spec_name
+from rewardlab.integrations.payload import load_reward, objective_columns, spec_name
 from rewardlab.types import Reward, Sample, Score, content_hash
 
 #: Arguments TRL passes that are not dataset columns (kept out of `Sample.metadata`).

@@ -13,7 +13,7 @@ The call forms are the ones verl's reward managers make (`verl/workers/reward_ma
   (prime reads a float, or element 0 of a sequence; a dict would zero the batch). The function is module-level,
   so it pickles by reference.
 
-Numbers (see `rewardlab.integrations._payload`): a failed score becomes the reward's `failure_value` (else 0.0,
+Numbers (see `rewardlab.integrations.payload`): a failed score becomes the reward's `failure_value` (else 0.0,
 or `error_value=` when given) with `"error": 1.0`; a reward that does not apply becomes `na_value` (0.0) with
 `"not_applicable": 1.0`. Objective columns: a composite's part names (or `objectives=[...]`), 0.0 where absent.
 """
@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardlab.integrations._payload import (
+from rewardlab.integrations.payload import (
     error_value_of,
     load_reward,
     objective_columns,

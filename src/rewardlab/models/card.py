@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 
 CARD_FILE = "rewardlab.json"
 README_FILE = "README.md"

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 from rewardlab.models.backbones import backbone_kind, ensure_pad_token, refusing_pickles, resolve_backbone
 from rewardlab.models.reward_model import quiet_transformers
 from rewardlab.types import Sample

@@ -494,15 +494,20 @@ class CodeExecution(Reward):
             self._sandbox = Sandbox(self.limits, namespaces=self.namespaces)
         return self._sandbox
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        """Set executions at a time and the wall-clock limit per execution (the CPU limit never exceeds it)."""
-        check_runtime_options(workers=workers, timeout=timeout)
+    honours = frozenset({"workers", "timeout", "memory_mb"})
+
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """Set executions at a time, the wall-clock limit per execution (the CPU limit never exceeds it) and the
+        memory cap per execution."""
+        check_runtime_options(workers=workers, timeout=timeout, memory_mb=memory_mb)
         if workers is not None:
             self.workers = workers
         if timeout is not None:
             self.limits = replace(self.limits, wall_seconds=timeout, cpu_seconds=min(self.limits.cpu_seconds, timeout))
             self._sandbox = None
-        return self
+        if memory_mb is not None:
+            self.limits = replace(self.limits, memory_bytes=memory_mb * 1024 * 1024)
+            self._sandbox = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

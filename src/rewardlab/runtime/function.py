@@ -116,16 +116,17 @@ class PerSampleReward(Reward):
             self.cache = cache
         self._drop_pool()
 
-    def configure(self, *, workers: int | None = None, timeout: float | None = None) -> Reward:
-        """Set the worker count and per-sample timeout; more than one worker runs samples concurrently.
+    honours = frozenset({"workers", "timeout", "memory_mb"})
+
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """Set the worker count, per-sample timeout and memory cap; more than one worker runs samples concurrently.
 
         Without a timeout extra workers are threads; with one, killable processes (see `_effective_isolation`).
         """
         isolation: Isolation | None = None
         if workers is not None and workers > 1 and self.isolation == "none":
             isolation = "thread"
-        self.set_runtime(isolation=isolation, workers=workers, timeout=timeout)
-        return self
+        self.set_runtime(isolation=isolation, workers=workers, timeout=timeout, memory_mb=memory_mb)
 
     def fingerprint(self) -> str:
         """Hash of the reward's configuration (runtime options excluded): part of every cache key."""

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import atomic_writer, dumps_row, iter_jsonl
+from rewardlab.jsonl import atomic_writer, dumps_row, iter_jsonl
 from rewardlab.select.curves import accuracy_vs_n
 from rewardlab.select.selection import METHODS, select, usable_value
 from rewardlab.types import Reward, Sample

@@ -225,7 +225,7 @@ def create_app(
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> Response:
-        from rewardlab.integrations._payload import (
+        from rewardlab.integrations.payload import (
             build_answer,
             error_value_of,
             objective_columns,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 
 LOG_FILE = "train_log.jsonl"
 METRICS_FILE = "metrics.json"

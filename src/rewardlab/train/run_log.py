@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 
 
 class TrainLog:
@@ -32,7 +32,7 @@ class TrainLog:
 
 def iter_log(path: str | Path) -> Iterator[dict[str, Any]]:
     """Rows of a training log written by `train_reward_model`; a corrupt line raises, naming the file and line."""
-    from rewardlab.data.jsonl import iter_jsonl
+    from rewardlab.jsonl import iter_jsonl
 
     for line in iter_jsonl(path):
         if line.error is not None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rewardlab.data.jsonl import dumps_strict
+from rewardlab.jsonl import dumps_strict
 from rewardlab.models.freezing import transformer_layers
 from rewardlab.train.callbacks import Callback, EarlyStopping, LoggingCallback, TrainerState
 from rewardlab.train.checkpoints import (

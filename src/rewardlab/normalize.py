@@ -1,0 +1,113 @@
+"""Normalisers and ranks as pure functions over lists of values, `None` meaning "no value".
+
+Batch z-score, group normalisation (GRPO advantages), average ranks, rank scaling and clipping. Nothing of
+rewardlab's is imported here: `compose` wraps these as `Reward`s, `integrations.advantages` and `evaluate`
+call them directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+__all__ = ["average_ranks", "clip", "group_normalize", "rank_normalize", "zscore"]
+
+
+
+def _valid(values: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    mask = np.array([v is not None and math.isfinite(v) for v in values], dtype=bool)
+    array = np.array([v if m else 0.0 for v, m in zip(values, mask, strict=True)], dtype=np.float64)
+    return array, mask
+
+
+def _restore(out: np.ndarray, mask: np.ndarray) -> list[float | None]:
+    return [float(x) if m else None for x, m in zip(out, mask, strict=True)]
+
+
+def zscore(values: Sequence[float | None], *, eps: float = 1e-6, ddof: int = 0) -> list[float | None]:
+    """(v - mean) / (std + eps) over the values present; `None` stays `None`."""
+    array, mask = _valid(values)
+    out = np.zeros_like(array)
+    if mask.sum() > ddof:
+        present = array[mask]
+        spread = present.std(ddof=ddof) + eps
+        out[mask] = (present - present.mean()) / spread if spread > 0 else 0.0
+    return _restore(out, mask)
+
+
+def group_normalize(
+    values: Sequence[float | None],
+    groups: Sequence[Hashable],
+    *,
+    scale: bool = True,
+    eps: float = 1e-6,
+    ddof: int = 1,
+) -> list[float | None]:
+    """GRPO advantages: each value minus its group's mean, divided by the group's std + eps when `scale`.
+
+    Shao et al. 2024 (DeepSeekMath, GRPO); `scale=False` is Dr. GRPO (Liu et al. 2025). `ddof=1` (the
+    unbiased std) matches TRL and verl. A group of one gets 0. `None` values stay `None` and are left out of
+    their group's statistics.
+    """
+    if len(values) != len(groups):
+        raise ValueError(f"{len(values)} values but {len(groups)} group ids")
+    array, mask = _valid(values)
+    out = np.zeros_like(array)
+    present = np.flatnonzero(mask)
+    if present.size == 0:
+        return _restore(out, mask)
+    # one pass of numpy per statistic, whatever the number of groups (no Python loop over groups)
+    codes: dict[Hashable, int] = {}
+    ids = np.fromiter((codes.setdefault(groups[i], len(codes)) for i in present), dtype=np.int64, count=present.size)
+    x = array[present]
+    count = np.bincount(ids).astype(np.float64)
+    mean = np.bincount(ids, weights=x) / count
+    centred = x - mean[ids]
+    if scale:
+        squares = np.bincount(ids, weights=centred * centred)
+        dof = count - ddof
+        std = np.where(dof > 0, np.sqrt(squares / np.where(dof > 0, dof, 1.0)), 0.0)
+        denom = std + eps
+        # a constant group stays at 0 rather than 0/0
+        centred = np.where(denom[ids] > 0, centred / np.where(denom[ids] > 0, denom[ids], 1.0), centred)
+    out[present] = centred
+    return _restore(out, mask)
+
+
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n with tied values sharing their average rank (the ranking Spearman's rho uses)."""
+    x = np.asarray(values, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=float)
+    sorted_x = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def rank_normalize(values: Sequence[float | None]) -> list[float | None]:
+    """Ranks scaled to [0, 1] (lowest 0, highest 1, ties share their average rank; one value gives 0.5)."""
+    array, mask = _valid(values)
+    out = np.zeros_like(array)
+    n = int(mask.sum())
+    if n == 1:
+        out[mask] = 0.5
+    elif n > 1:
+        out[mask] = (average_ranks(array[mask]) - 1.0) / (n - 1)
+    return _restore(out, mask)
+
+
+def clip(values: Sequence[float | None], low: float | None = None, high: float | None = None) -> list[float | None]:
+    """Clamp values to [low, high] (either bound optional); `None` stays `None`."""
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"clip: low ({low}) is above high ({high})")
+    lo = -math.inf if low is None else float(low)
+    hi = math.inf if high is None else float(high)
+    return [None if v is None else float(min(hi, max(lo, v))) for v in values]
