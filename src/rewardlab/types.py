@@ -414,6 +414,14 @@ class Reward(ABC):
             self._configure(workers=workers, timeout=timeout, memory_mb=memory_mb)
         return self
 
+    def confine_files(self, root: str | None) -> Reward:
+        """Confine references that name files (an SQLite database, a schema) to `root`; `None` refuses every
+        file-path reference. A server calls this with its operator's root before it scores clients' samples;
+        families that read no files ignore it, a composite passes it to its parts."""
+        for part in self.components():
+            part.confine_files(root)
+        return self
+
     def _leaves(self) -> list[Reward]:
         parts = self.components()
         return [leaf for part in parts for leaf in part._leaves()] if parts else [self]
