@@ -249,9 +249,8 @@ def test_configure_and_close_reach_every_nested_component() -> None:
     seen: list[str] = []
 
     class Leaf(FunctionReward):
-        def configure(self, *, workers: int | None = None, timeout: float | None = None) -> rewardlab.Reward:
+        def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
             seen.append(f"configure {self.name} {workers} {timeout}")
-            return self
 
         def close(self) -> None:
             seen.append(f"close {self.name}")

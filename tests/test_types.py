@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import pickle
+from collections.abc import Sequence
+
 import pytest
 
+import rewardlab
 from rewardlab import PreferencePair, RankedResponses, Sample, Score
-from rewardlab.types import coerce_score
+from rewardlab.compose import WeightedSum
+from rewardlab.types import LIMITS, LimitNotHonouredError, Reward, coerce_score
 
 
 def test_sample_from_dict_keeps_unknown_fields_in_metadata() -> None:
@@ -47,3 +53,73 @@ def test_written_scores_keep_why_a_failing_value_was_given() -> None:
     assert stopped.to_dict()["info"] == {"limit": "timeout", "reason": "stopped after 2 s"}
     assert "info" not in Score(value=1.0, info={"answer": "4"}).to_dict()
     assert Score.from_dict(stopped.to_dict()).info == {"limit": "timeout", "reason": "stopped after 2 s"}
+
+
+# --- the runtime contract ------------------------------------------------------------------------------------
+
+
+class _Fixed(Reward):
+    """A leaf that honours nothing (as a learned model's forward pass cannot bound one sample's time)."""
+
+    def __init__(self, value: float = 1.0, name: str = "fixed") -> None:
+        self.value = value
+        self.name = name
+
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        return [Score(value=self.value) for _ in samples]
+
+
+def test_a_limit_a_reward_cannot_honour_is_refused_naming_reward_and_flag() -> None:
+    with pytest.raises(LimitNotHonouredError, match=r"reward 'fixed' cannot honour timeout \(--timeout\)"):
+        _Fixed().configure(timeout=5)
+    with pytest.raises(LimitNotHonouredError, match="--memory-mb"):
+        _Fixed().configure(memory_mb=100)
+    assert _Fixed().configure() is not None  # asking for nothing is fine
+    with pytest.raises(TypeError, match="unknown runtime limit"):
+        _Fixed().refused_limits(seconds=3)
+
+
+def test_a_composite_refuses_before_changing_any_part() -> None:
+    honest = rewardlab.reward(lambda s: 1.0, name="fn")
+    mixed = WeightedSum([("fn", honest, 1.0), ("fixed", _Fixed(), 1.0)])
+    assert mixed.effective_honours() == frozenset()
+    with pytest.raises(LimitNotHonouredError, match="'fixed'"):
+        mixed.configure(timeout=2.0, workers=2)
+    assert honest.timeout is None and honest.workers == 1  # nothing changed
+    both = WeightedSum([("a", rewardlab.reward(lambda s: 1.0, name="a"), 1.0),
+                        ("b", rewardlab.reward(lambda s: 0.0, name="b"), 1.0)])
+    both.configure(timeout=2.0)
+    assert all(part.timeout == 2.0 for part in both.components())  # type: ignore[attr-defined]
+    assert both.contract().honours == frozenset(LIMITS)
+
+
+def test_fingerprint_follows_config_and_code_and_survives_pickling() -> None:
+    assert _Fixed(1.0).fingerprint() == _Fixed(1.0).fingerprint()
+    assert _Fixed(1.0).fingerprint() != _Fixed(2.0).fingerprint()
+    assert pickle.loads(pickle.dumps(_Fixed(3.0))).fingerprint() == _Fixed(3.0).fingerprint()
+    composite = WeightedSum([("x", _Fixed(1.0), 1.0)])
+    changed = WeightedSum([("x", _Fixed(2.0), 1.0)])
+    assert composite.fingerprint() != changed.fingerprint()  # a part's config reaches the composite's fingerprint
+    contract = _Fixed().contract()
+    assert contract.family == "fixed" and contract.failure_value is None and contract.honours == frozenset()
+    assert json.loads(json.dumps(contract.to_dict()))["fingerprint"] == contract.fingerprint
+
+
+def test_every_built_in_reward_declares_a_json_ready_contract() -> None:
+    for spec in ("exact_match", "math", "length", "json", "think_format", "tool_call", "code", "sql"):
+        contract = rewardlab.load(spec).contract()
+        assert json.loads(json.dumps(contract.to_dict())) == contract.to_dict()
+        assert contract.honours <= frozenset(LIMITS)
+        assert len(contract.fingerprint) == 64
+
+
+@pytest.mark.parametrize(("score", "expected"), [
+    (Score(value=0.5), 0.5),
+    (Score(value=None), None),                      # not applicable: masked, never 0
+    (Score.failure("judge down"), None),            # failed: masked, never 0
+    (Score(value=0.0, error="partial"), None),      # an error wins over a value
+    (Score(value=float("nan")), None),
+    (Score(value=-2), -2.0),
+])
+def test_trainer_value_masks_errors_and_not_applicable(score: Score, expected: float | None) -> None:
+    assert score.trainer_value() == expected

@@ -29,7 +29,7 @@ parts without a value, set per combinator with `missing=` (see docs/composition.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np

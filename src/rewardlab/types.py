@@ -226,7 +226,7 @@ class LimitNotHonouredError(ValueError):
     """A runtime limit (`--timeout`, `--workers`, `--memory-mb`) asked of a reward that cannot honour it."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_hash(cls: type) -> str:
     """SHA-256 of the source file that defines `cls` (what 'code' means in a reward's fingerprint)."""
     try:
@@ -428,6 +428,9 @@ class Reward(ABC):
 
     def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
         """Apply limits that `honours` declares (called by `configure` after the refusal check)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares that it honours {sorted(self.honours)} but does not implement _configure"
+        )
 
     def close(self) -> None:
         """Release worker processes or models held by the reward and its components (safe to call twice)."""
