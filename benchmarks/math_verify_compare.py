@@ -2,7 +2,7 @@
 
 The labelled set is built from real data in ../shared/data:
 - MATH500 gold answers, each with rule-based equivalent rewrites and non-equivalent perturbations
-  (`rewardlab.rewards._math_variants.variants`), embedded in model-style responses (boxed, "The answer is",
+  (`rewardlab.testing.answer_variants.variants`), embedded in model-style responses (boxed, "The answer is",
   <answer> tags), plus a hand-written table of harder rewrites of MATH500 golds (`HAND`);
 - MATH500 reference solutions (ending in `\\boxed{}`) against their own gold, and against another problem's
   gold when both are plain rationals of different value;
@@ -42,7 +42,7 @@ import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards import _math_parse
 from rewardlab.rewards import math as math_reward
-from rewardlab.rewards._math_variants import (
+from rewardlab.testing.answer_variants import (
     RESPONSE_TEMPLATES,
     gsm8k_gold,
     gsm8k_responses,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
-from rewardlab.rewards._math_variants import gsm8k_gold, gsm8k_responses, respond, variants
+from rewardlab.testing.answer_variants import gsm8k_gold, gsm8k_responses, respond, variants
 from rewardlab.rewards.math import MathReward, compare_answers, equivalent, extract_answer
 
 # ------------------------------------------------------------------------------------ equivalence table
