@@ -87,6 +87,11 @@ class _Composite(Reward):
     def _weights(self) -> list[float]:
         return [1.0] * len(self.parts)
 
+    def objective_names(self) -> tuple[str, ...]:
+        """Each part's name, then each part's own objectives as `part.objective`."""
+        return tuple(name for name, _ in self.parts) + tuple(
+            f"{name}.{objective}" for name, part in self.parts for objective in part.objective_names())
+
     def combine_scores(self, scores: Sequence[Score]) -> Score:
         """One sample's composite score from its parts' scores (in part order), under the `missing` rule."""
         weights = self._weights()
@@ -237,6 +242,10 @@ class Gate(Reward):
     def components(self) -> list[Reward]:
         return [self.condition, self.reward]
 
+    def objective_names(self) -> tuple[str, ...]:
+        """`gate` (1 when the condition held), `reward` and the reward's own objectives as `reward.objective`."""
+        return ("gate", "reward", *(f"reward.{objective}" for objective in self.reward.objective_names()))
+
 
 class Normalized(Reward):
     """A reward whose values are normalised across the batch: `"zscore"`, `"group"` (GRPO, per
@@ -305,6 +314,10 @@ class Normalized(Reward):
 
     def components(self) -> list[Reward]:
         return [self.reward]
+
+    def objective_names(self) -> tuple[str, ...]:
+        """The wrapped reward's objectives (normalisation changes the value only)."""
+        return self.reward.objective_names()
 
 
 # --------------------------------------------------------------------------------------- spec builders
