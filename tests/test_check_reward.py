@@ -87,7 +87,7 @@ def test_a_well_behaved_reward_passes_every_rule() -> None:
                                             for s in samples], name="len")
     report = check_reward(lengths, SAMPLES)
     assert report.passed == ["shape", "determinism", "batch_size", "order", "async", "pickle", "hostile",
-                             "applicability"]
+                             "none_and_errors", "applicability", "contract"]
 
 
 def test_hostile_samples_cover_the_issue_list() -> None:

@@ -236,14 +236,19 @@ class FunctionReward(PerSampleReward):
         return self.score_one(sample)
 
     def fingerprint(self) -> str:
-        try:
-            source = inspect.getsource(self.fn)
-        except (OSError, TypeError):
-            source = repr(self.fn)
+        source = self.__dict__.get("_fn_source") or self._function_source()
         return content_hash([self.name, getattr(self.fn, "__module__", ""), source])
+
+    def _function_source(self) -> str:
+        """The function's source (a copy unpickled by value has none: it keeps the original's, see __getstate__)."""
+        try:
+            return inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            return repr(self.fn)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
+        state["_fn_source"] = self.__dict__.get("_fn_source") or self._function_source()
         for key in ("__wrapped__", "__doc__", "__module__", "__qualname__", "__name__", "__dict__"):
             state.pop(key, None)
         state["fn"] = cloudpickle.dumps(self.fn)
