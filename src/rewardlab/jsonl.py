@@ -17,7 +17,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -246,6 +245,64 @@ def is_stream(path: str | Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
+class UnsafeOutputError(PermissionError):
+    """An output path that would write through a link someone else planted, or replace someone else's file."""
+
+
+_MAX_LINK_HOPS = 40
+
+
+def _trusted_link(info: os.stat_result) -> bool:
+    """A link the writer may follow: its own, or root's (only root can plant a root-owned link)."""
+    return info.st_uid in (os.geteuid(), 0)
+
+
+def resolve_output(path: str | Path) -> Path:
+    """`path` with every symbolic link along it resolved, hop by hop; a link owned by another user than the writer
+    (or root) is refused with `UnsafeOutputError` instead of followed (a link planted in a shared folder such as
+    /tmp). Components that do not exist yet are kept as written."""
+    pending = list(reversed(Path(path).parts))
+    current = Path.cwd() if not Path(path).is_absolute() else Path("/")
+    if pending and pending[-1] == "/":
+        pending.pop()
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        candidate = current / part
+        try:
+            info = os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            return Path(candidate, *reversed(pending))
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > _MAX_LINK_HOPS:
+            raise UnsafeOutputError(f"{path}: more than {_MAX_LINK_HOPS} symbolic links to follow")
+        if not _trusted_link(info):
+            raise UnsafeOutputError(
+                f"{path}: {candidate} is a symbolic link owned by uid {info.st_uid}, not by this user (uid "
+                f"{os.geteuid()}): refusing to write through a link another user could have planted")
+        target = Path(os.readlink(candidate))
+        if target.is_absolute():
+            current = Path("/")
+        pending.extend(reversed([p for p in target.parts if p != "/"]))
+    return current
+
+
+def _check_replaceable(path: Path, folder: os.stat_result, info: os.stat_result) -> None:
+    """Refuse to replace or write into another user's file in a sticky folder (/tmp): it is not ours to replace."""
+    if folder.st_mode & stat.S_ISVTX and info.st_uid != os.geteuid():
+        raise UnsafeOutputError(
+            f"{path}: the file belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()}), in a shared "
+            f"sticky folder: refusing to replace it (remove it or choose another name)")
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Write to a temporary file beside `path` and move it into place only when the block succeeds.
@@ -253,7 +310,10 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     On any exception (Ctrl-C included) the temporary file is removed and `path` is left untouched. A `.gz` name
     is written gzip-compressed. `-`, `/dev/stdout`, `/dev/fd/N` (an open descriptor, written through a copy of it)
     and an existing non-regular file (a FIFO, a device) cannot be replaced atomically: they are written straight
-    through. A symbolic link is never replaced: its target is.
+    through. Never follows a planted link nor replaces a file it does not own: links along `path` are followed
+    only when the writer or root owns them (`resolve_output`), another user's file in a sticky folder is refused
+    (`UnsafeOutputError`), the temporary file is created exclusively without following links (`O_EXCL |
+    O_NOFOLLOW`) in the destination's folder, and the rename replaces whatever name is there, never a link's target.
     """
     binary = "b" in mode
     encoding = None if binary else "utf-8"
@@ -264,19 +324,38 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         with os.fdopen(os.dup(descriptor), mode, encoding=encoding) as handle:
             yield handle
         return
-    if is_stream(path):
-        with open(path, mode, encoding=encoding) as handle:
-            yield handle
-        return
-    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    path = resolve_output(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path}: is a directory, not a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result should have an ordinary file's mode
+    folder_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        folder = os.fstat(folder_fd)
+        try:
+            existing: os.stat_result | None = os.lstat(path.name, dir_fd=folder_fd)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None:
+            _check_replaceable(path, folder, existing)
+            if not stat.S_ISREG(existing.st_mode) and not stat.S_ISLNK(existing.st_mode):  # a FIFO, a device
+                fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+                with os.fdopen(fd, mode, encoding=encoding) as handle:
+                    yield handle
+                return
+        yield from _write_and_rename(path, folder_fd, binary)
+    finally:
+        os.close(folder_fd)
+
+
+def _write_and_rename(path: Path, folder_fd: int, binary: bool) -> Iterator[IO[Any]]:
+    """The body of `atomic_writer` for a regular file: a fresh temporary file in `folder_fd`, renamed onto `path`."""
+    import secrets
+
+    temporary = f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        # 0o666 less the umask: the mode of an ordinary new file; O_EXCL | O_NOFOLLOW: never someone else's file
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                     dir_fd=folder_fd)
         with os.fdopen(fd, "wb") as raw:
             if is_gzip_name(path):
                 zipped = gzip.GzipFile(filename=path.name.removesuffix(".gz"), mode="wb", fileobj=raw, mtime=0)
@@ -287,10 +366,10 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
                     yield handle
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, path)
+        os.replace(temporary, path.name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)  # rename(2) follows no link
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(temporary, dir_fd=folder_fd)
         raise
 
 
