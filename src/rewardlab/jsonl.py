@@ -260,24 +260,28 @@ def _trusted_link(info: os.stat_result) -> bool:
 def resolve_output(path: str | Path) -> Path:
     """`path` with every symbolic link along it resolved, hop by hop; a link owned by another user than the writer
     (or root) is refused with `UnsafeOutputError` instead of followed (a link planted in a shared folder such as
-    /tmp). Components that do not exist yet are kept as written."""
+    /tmp). Components that do not exist yet (folders to create) are read as written, `..` included."""
     pending = list(reversed(Path(path).parts))
     current = Path.cwd() if not Path(path).is_absolute() else Path("/")
     if pending and pending[-1] == "/":
         pending.pop()
     hops = 0
+    missing = False  # past a component that does not exist: the rest is new folders, read as written
     while pending:
         part = pending.pop()
         if part in ("", "."):
             continue
-        if part == "..":
-            current = current.parent
+        if part == "..":  # may lead back to folders that exist: check again from there
+            current, missing = current.parent, False
             continue
         candidate = current / part
         try:
-            info = os.lstat(candidate)
+            info = None if missing else os.lstat(candidate)
         except (FileNotFoundError, NotADirectoryError):
-            return Path(candidate, *reversed(pending))
+            info = None
+        if info is None:
+            missing, current = True, candidate
+            continue
         if not stat.S_ISLNK(info.st_mode):
             current = candidate
             continue
