@@ -3,10 +3,7 @@ endpoint (vLLM, SGLang, TGI), both behind one interface: `generate(prompt, n=, m
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -188,21 +185,16 @@ class OpenAIGenerator:
             body["stop"] = list(stop)
         if self.seed is not None:
             body["seed"] = self.seed
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        data = json.dumps(body, ensure_ascii=True).encode("ascii")
-        last: Exception | None = None
-        for _attempt in range(self.retries + 1):
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    reply = json.loads(response.read().decode("utf-8"))
-                break
-            except (urllib.error.URLError, TimeoutError, json.JSONDecodeError, ConnectionError) as error:
-                last = error
-        else:
-            raise ConnectionError(f"completions endpoint {self.url}: {type(last).__name__}: {last}")
+        from rewardlab.runtime.http import HttpClient, HttpError, RetryPolicy
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        client = HttpClient(headers=headers, timeout=self.timeout, retry=RetryPolicy(retries=self.retries))
+        try:
+            reply = client.post_json(self.url, body)
+        except HttpError as error:
+            raise ConnectionError(f"completions endpoint {self.url}: {type(error).__name__}: {error}") from None
+        finally:
+            client.close()
         choices = reply.get("choices") if isinstance(reply, dict) else None
         if not isinstance(choices, list) or len(choices) != n:
             raise ConnectionError(f"completions endpoint {self.url}: expected {n} choices, got {reply!r:.200}")
