@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
-from rewardlab.testing.answer_variants import gsm8k_gold, gsm8k_responses, respond, variants
 from rewardlab.rewards.math import MathReward, compare_answers, equivalent, extract_answer
+from rewardlab.testing.answer_variants import gsm8k_gold, gsm8k_responses, respond, variants
 
 # ------------------------------------------------------------------------------------ equivalence table
 EQUIVALENT = [

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from rewardlab.rewards._math_parse import Node, node_size
+from rewardlab.rewards._math_evaluate import Node, node_size
 
 MAX_SYMPY_NODES = 200
 """Expressions larger than this (tree nodes) are never handed to sympy."""

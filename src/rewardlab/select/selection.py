@@ -53,11 +53,9 @@ def final_answer(text: str, equivalence: str) -> str | None:
         return stripped or None
     if equivalence != "math":
         raise ValueError(f"equivalence must be one of {EQUIVALENCES}, got {equivalence!r}")
-    from rewardlab.rewards._math_extract import extract_visible, visible_text
+    from rewardlab.rewards.math import final_answer as math_final_answer
 
-    visible, _ = visible_text(text)
-    answer, _extractor = extract_visible(visible)
-    return answer
+    return math_final_answer(text)
 
 
 def same_answer(equivalence: str) -> Callable[[str, str], bool]:
