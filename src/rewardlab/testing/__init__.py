@@ -7,6 +7,8 @@ reward with the attacks known to pay wrong answers or stall scoring, and reports
 
 from __future__ import annotations
 
+from rewardlab.testing.attack import AttackReport, AttackResult, AttackSample, Example, attack
+from rewardlab.testing.attacks import ATTACKS, CATEGORIES, Attack, AttackContext
 from rewardlab.testing.checks import (
     CHECKS,
     TAGS,
@@ -33,11 +35,20 @@ from rewardlab.testing.checks import (
 from rewardlab.testing.hostile import hostile_samples, policy_responses, with_response
 
 __all__ = [
+    "ATTACKS",
+    "CATEGORIES",
     "CHECKS",
     "TAGS",
+    "Attack",
+    "AttackContext",
+    "AttackReport",
+    "AttackResult",
+    "AttackSample",
     "ConformanceError",
     "ConformanceReport",
+    "Example",
     "NamedCheck",
+    "attack",
     "check_applicability",
     "check_async_agrees",
     "check_batch_size_invariance",
