@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import re
 import string
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardlab.jsonl import MAX_DEPTH, reject_constant, row_problem
 from rewardlab.registry import register
 from rewardlab.rewards._markup import tag_blocks
 from rewardlab.runtime import PerSampleReward
@@ -23,7 +26,13 @@ from rewardlab.types import Sample, Score
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_TOKEN = re.compile(r"\w{1,8}|[^\w\s]", re.UNICODE)
+CHARS_PER_TOKEN = 8
+"""Most characters one no-tokenizer token stands for: word runs split every 8 characters, and a text never counts
+fewer than len(text) / 8 tokens, so padding (`word_word_…`, 20,000 letters, whitespace) cannot shrink a length."""
+CHARS_PER_WORD = 16
+"""Most characters one `words` unit stands for: a text never counts fewer than len(text) / 16 words."""
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
 def normalize_answer(text: str) -> str:
@@ -194,6 +203,146 @@ def _strip_fence(text: str) -> str:
     return stripped[newline + 1 : -3].rstrip()
 
 
+def _finite_float(text: str) -> float:
+    """`parse_float` hook: a number literal that overflows to ±inf (`1e999`) is refused, as NaN/Infinity are."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(f"the number {shown} is out of range (it would read as {value})")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook`: an object naming a key twice is ambiguous (parsers disagree on which wins): refused."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {duplicate[:80]!r} appears twice in one object")
+    return document
+
+
+STRICT_JSON = json.JSONDecoder(parse_constant=reject_constant, parse_float=_finite_float,
+                               object_pairs_hook=_unique_keys)
+"""The decoder every response parsed as JSON goes through (`strict_json`; `raw_decode` for JSON inside text)."""
+
+
+def strict_json(text: str) -> Any:
+    """Parse `text` as strict JSON (RFC 8259 / I-JSON), or raise `ValueError` saying why it is not.
+
+    Refused: NaN, Infinity and -Infinity; a number that overflows to infinity (`1e999`); an integer past
+    Python's digit limit; a key repeated in one object; nesting deeper than `rewardlab.jsonl.MAX_DEPTH` (100);
+    a lone surrogate. So no non-finite number ever reaches a numeric bound.
+    """
+    try:
+        document = STRICT_JSON.decode(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{error.msg} (line {error.lineno} column {error.colno})") from None
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:  # NaN / Infinity, 1e999, a duplicate key, an int of more than 4,300 digits
+        raise ValueError(str(error).split(";")[0]) from None
+    return checked_json(document)
+
+
+def checked_json(document: Any) -> Any:
+    """`document` (parsed by `STRICT_JSON`) when it nests at most `MAX_DEPTH` levels and holds no lone surrogate."""
+    problem = row_problem(document, check_surrogates=True)
+    if problem is not None:
+        raise ValueError(problem)
+    return document
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    """`retrieve` hook of a schema registry: nothing outside the schema document is ever fetched or read."""
+    raise LookupError(f"the schema reference {uri[:200]!r} is not inside the schema, and only in-document "
+                      "references ('#/...') are resolved (nothing is fetched over the network or read from files)")
+
+
+def _nested_refs(schema: Any) -> tuple[list[str], bool]:
+    """Every `$ref`/`$dynamicRef`/`$recursiveRef` string in a schema, and whether a nested `$id` changes the base."""
+    refs: list[str] = []
+    nested_id = False
+    stack: list[tuple[Any, bool]] = [(schema, True)]
+    while stack:
+        node, is_root = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in _REF_KEYS and isinstance(value, str):
+                    refs.append(value)
+                elif key in ("$id", "id") and isinstance(value, str) and not is_root and not value.startswith("#"):
+                    nested_id = True
+                if isinstance(value, Mapping | list):
+                    stack.append((value, False))
+        elif isinstance(node, list):
+            stack.extend((item, False) for item in node)
+    return refs, nested_id
+
+
+def _pointer_resolves(document: Any, fragment: str) -> bool:
+    """True when the JSON pointer `fragment` (`/a/b`, percent-encoded as in a URI fragment) exists in `document`."""
+    node = document
+    for raw in urllib.parse.unquote(fragment).split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
+def check_local_refs(schema: Mapping[str, Any], where: str) -> None:
+    """Raise `ValueError` naming `where` unless every reference in `schema` is in-document (`#`, `#/...`, `#name`).
+
+    A remote (`http://...`) or file (`file:`, `other.json`) reference is refused here, before any response is
+    scored: resolving it would make the scorer fetch a URL or read a file a client chose (server-side request
+    forgery, a stalled scoring thread). A `#/pointer` that points nowhere is refused too.
+    """
+    refs, nested_id = _nested_refs(schema)
+    for ref in refs:
+        if not ref.startswith("#"):
+            raise ValueError(f"{where}: the schema reference {ref[:200]!r} is not in-document; only references "
+                             "into the same schema ('#/$defs/...') are resolved, never URLs or files")
+        if not nested_id and ref.startswith("#/") and not _pointer_resolves(schema, ref[1:]):
+            raise ValueError(f"{where}: the schema reference {ref[:200]!r} points nowhere in the schema")
+
+
+def local_schema_validator(schema: Mapping[str, Any], where: str) -> Any:
+    """A JSON Schema validator for `schema` that resolves in-document references only (see `check_local_refs`).
+
+    Raises `ValueError` naming `where` for an invalid schema or a reference outside the document.
+    """
+    import jsonschema
+    from referencing import Registry
+
+    check_local_refs(schema, where)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(dict(schema))
+    except (jsonschema.SchemaError, RecursionError) as error:
+        message = error.message if isinstance(error, jsonschema.SchemaError) else "nested too deeply"
+        raise ValueError(f"{where} is not a valid JSON Schema: {message}") from error
+    return cls(dict(schema), registry=Registry(retrieve=_refuse_retrieval))  # type: ignore[call-arg]
+
+
+def schema_problems(validator: Any, document: Any, where: str) -> list[str] | None:
+    """Up to 5 reasons `document` breaks the validator's schema ([] when valid); None when it is nested too deeply
+    or holds a number too large to compare (the response's doing). A reference the schema cannot resolve raises
+    `ValueError` naming `where` (the schema's fault)."""
+    import jsonschema
+    from referencing.exceptions import Unresolvable
+
+    try:
+        problems = sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.path])
+    except (RecursionError, OverflowError):
+        return None
+    except (Unresolvable, jsonschema.exceptions.RefResolutionError) as error:  # type: ignore[attr-defined]
+        raise ValueError(f"{where}: a schema reference cannot be resolved inside the schema: {error}") from None
+    return [f"{'/'.join(map(str, p.path)) or '<root>'}: {p.message}" for p in problems[:5]]
+
+
 @register("json")
 class JsonFormat(PerSampleReward):
     """1.0 when the response parses as JSON (code fences allowed) and validates against `schema`, else 0.0."""
@@ -208,34 +357,35 @@ class JsonFormat(PerSampleReward):
         if schema is not None:
             if not isinstance(schema, dict):
                 raise ValueError(f"schema must be a JSON Schema object, got {type(schema).__name__}")
-            import jsonschema
-
-            jsonschema.validators.validator_for(schema).check_schema(schema)
+            local_schema_validator(schema, f"{self.name} schema")
         self.schema: dict[str, Any] | None = schema
         self.allow_fence = allow_fence
+        self._validator: Any = None
 
     def score_sample(self, sample: Sample) -> Score:
         text = response_text(sample, self.name)
         if self.allow_fence:
             text = _strip_fence(text)
         try:
-            document = json.loads(text)
-        except (ValueError, RecursionError) as error:  # ValueError: bad JSON, or an int past Python's digit limit
+            document = strict_json(text)
+        except ValueError as error:
             return Score(value=0.0, objectives={"parses": 0.0}, info={"reason": f"not JSON: {error}"})
         if self.schema is None:
             return Score(value=1.0, objectives={"parses": 1.0})
-        import jsonschema
-
-        validator = jsonschema.validators.validator_for(self.schema)(self.schema)
-        try:
-            problems = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
-        except RecursionError:  # a document nested past the validator's recursion: the response's doing
+        if self._validator is None:
+            self._validator = local_schema_validator(self.schema, f"{self.name} schema")
+        problems = schema_problems(self._validator, document, f"{self.name} schema")
+        if problems is None:  # nested past the validator's recursion, or a number too large to compare
             return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0},
-                         info={"reason": "the document is nested too deeply to validate"})
+                         info={"reason": "the document is nested too deeply or holds a number too large to check"})
         if problems:
-            reasons = [f"{'/'.join(map(str, p.path)) or '<root>'}: {p.message}" for p in problems[:5]]
-            return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0}, info={"reason": reasons})
+            return Score(value=0.0, objectives={"parses": 1.0, "schema": 0.0}, info={"reason": problems})
         return Score(value=1.0, objectives={"parses": 1.0, "schema": 1.0})
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_validator"] = None
+        return state
 
 
 @register("format", usage="format")
@@ -254,14 +404,19 @@ def format_reward(
 
 
 def count_units(text: str, unit: str, tokenizer: Any = None) -> int:
-    """Length of `text` in `unit`: chars, words (whitespace), or tokens (a HF tokenizer, else word/punct pieces)."""
+    """Length of `text` in `unit`: chars, words, or tokens (a HF tokenizer, else word/punctuation pieces).
+
+    Without a tokenizer no padding makes a text short: `tokens` are word runs of at most 8 characters and single
+    punctuation marks, never fewer than len(text) / `CHARS_PER_TOKEN` (8); `words` are whitespace-separated words,
+    never fewer than len(text) / `CHARS_PER_WORD` (16).
+    """
     if unit == "chars":
         return len(text)
     if unit == "words":
-        return len(text.split())
+        return max(len(text.split()), -(-len(text) // CHARS_PER_WORD))
     if tokenizer is not None:
         return len(tokenizer.encode(text, add_special_tokens=False))
-    return len(_TOKEN.findall(text))
+    return max(len(_TOKEN.findall(text)), -(-len(text) // CHARS_PER_TOKEN))
 
 
 @register("length")
@@ -273,9 +428,9 @@ class LengthReward(PerSampleReward):
     `max_length` (+ `overlong_buffer`): 0 up to `max_length − buffer`, then falling linearly to −1 at
     `max_length`, and −1 beyond (DAPO's soft overlong punishment, Yu et al. 2025).
     Both: the sum, floored at −1. `unit`: `tokens` (default), `words` or `chars`; `tokenizer`: a local
-    Hugging Face tokenizer folder for exact token counts (else a word/punctuation split).
-    `failure_value` (what a sample the runtime stops scores): −1 for the penalties; the raw length has no
-    failing value (None: such a sample is an error).
+    Hugging Face tokenizer folder for exact token counts (else `count_units`' split, which padding cannot shrink
+    below len(text) / 8 tokens). `failure_value` (what a sample the runtime stops scores): −1 for the
+    penalties; the raw length has no failing value (None: such a sample is an error).
     """
 
     name = "length"

@@ -14,14 +14,18 @@ is known) schema validity of the arguments.
 
 Failure semantics (issue 8): a response with no call, or calls that do not parse or validate, scores 0 for
 them (never N/A, never an error); `failure_value` is 0.0. Errors are for the reference only (no expected
-call, a schema that is not a valid JSON Schema), and are raised whatever the response, so whether a sample
-errors never depends on what the policy wrote.
+call, a schema that is not a valid JSON Schema or that refers outside itself), and are raised whatever the
+response, so whether a sample errors never depends on what the policy wrote.
+
+Responses are read as strict JSON (`rewards.text.strict_json`): NaN, Infinity, numbers that overflow to
+infinity (`1e999`), a key repeated in one object and nesting past 100 levels do not parse, so no non-finite
+number ever meets a schema bound. Schemas resolve in-document references (`#/$defs/...`) only: a `$ref` to a
+URL or a file is refused when the reference is read, and nothing is ever fetched or opened while scoring.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -30,7 +34,15 @@ from typing import Any
 
 from rewardlab.registry import register
 from rewardlab.rewards._markup import fenced_blocks, tag_blocks
-from rewardlab.rewards.text import normalize_answer, response_text
+from rewardlab.rewards.text import (
+    STRICT_JSON,
+    checked_json,
+    local_schema_validator,
+    normalize_answer,
+    response_text,
+    schema_problems,
+    strict_json,
+)
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
 
@@ -49,15 +61,17 @@ class ToolCall:
 
 
 def _loads(text: str) -> Any:
+    """The strict JSON document in `text` (`rewards.text.strict_json`: no NaN/Infinity, no overflowing number, no
+    repeated key, at most 100 levels deep), or None."""
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError, ValueError):
+        return strict_json(text)
+    except ValueError:
         return None
 
 
 def _embedded_json(text: str) -> list[Any]:
-    """Every top-level JSON object or list embedded in free text, left to right (64 start positions tried)."""
-    decoder = json.JSONDecoder()
+    """Every top-level strict JSON object or list embedded in free text, left to right (64 start positions tried)."""
+    decoder = STRICT_JSON
     found: list[Any] = []
     position, tries = 0, 0
     opener = re.compile(r"[\[{]")
@@ -68,7 +82,8 @@ def _embedded_json(text: str) -> list[Any]:
         tries += 1
         try:
             document, end = decoder.raw_decode(text, match.start())
-        except (json.JSONDecodeError, RecursionError, ValueError):
+            document = checked_json(document)
+        except (RecursionError, ValueError):  # ValueError: not (strict) JSON here
             position = match.start() + 1
             continue
         found.append(document)
@@ -143,8 +158,13 @@ def values_equal(predicted: Any, expected: Any, *, coerce_types: bool = False, n
             if coerce_types:
                 return str(a).strip().lower() == str(b).strip().lower()
             return False
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b  # exact, whatever the size
         if isinstance(a, int | float) and isinstance(b, int | float):
-            return math.isclose(a, b, rel_tol=float_tolerance, abs_tol=float_tolerance)
+            try:
+                return math.isclose(a, b, rel_tol=float_tolerance, abs_tol=float_tolerance)
+            except OverflowError:  # an int past the float range is not close to any finite float
+                return False
         if isinstance(a, str) and isinstance(b, str):
             return normalize_answer(a) == normalize_answer(b) if normalize_strings else a == b
         if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -153,9 +173,12 @@ def values_equal(predicted: Any, expected: Any, *, coerce_types: bool = False, n
             return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
         if coerce_types and {type(a), type(b)} <= {int, float, str}:
             try:
-                return math.isclose(float(a), float(b), rel_tol=float_tolerance, abs_tol=float_tolerance)
-            except ValueError:
+                x, y = float(a), float(b)
+            except (ValueError, OverflowError):
                 return str(a).strip() == str(b).strip()
+            if not (math.isfinite(x) and math.isfinite(y)):  # "nan", "inf" strings are not numbers here
+                return False
+            return math.isclose(x, y, rel_tol=float_tolerance, abs_tol=float_tolerance)
         return a is None and b is None
 
     return same(predicted, expected)
@@ -294,24 +317,15 @@ class ToolCallReward(PerSampleReward):
             return False
         if schema is None:
             return False
-        import jsonschema
-
-        validator = jsonschema.validators.validator_for(schema)(schema)  # checked in expected_of
-        try:
-            return bool(validator.is_valid(call.arguments))
-        except RecursionError:  # arguments nested past the validator's recursion: the response's doing
-            return False
+        where = f"tool_call: schema of {call.name!r}"
+        validator = local_schema_validator(schema, where)  # checked in expected_of
+        return schema_problems(validator, call.arguments, where) == []  # None: nested too deeply / huge number
 
 
 def _check_schema(schema: Mapping[str, Any], where: str) -> None:
-    """Raise a `ValueError` naming `where` when `schema` is not a valid JSON Schema (a fault of the reference)."""
-    import jsonschema
-
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(dict(schema))
-    except (jsonschema.SchemaError, RecursionError) as error:
-        message = error.message if isinstance(error, jsonschema.SchemaError) else "nested too deeply"
-        raise ValueError(f"tool_call: {where} is not a valid JSON Schema: {message}") from error
+    """Raise a `ValueError` naming `where` when `schema` is not a valid JSON Schema or refers outside itself (a URL,
+    a file): references resolve inside the schema document only, so scoring never fetches or reads anything."""
+    local_schema_validator(schema, f"tool_call: {where}")
 
 
 @dataclass
