@@ -423,7 +423,7 @@ class MemoryCgroups:
             for name, value in settings:
                 if name == settings[0][0] or os.path.exists(os.path.join(path, name)):
                     Path(path, name).write_text(str(value))
-        except OSError:
+        except BaseException:  # refused, or interrupted (Ctrl-C, SIGTERM): never leave the cgroup behind
             self.remove(path)
             raise
         return path
@@ -537,6 +537,25 @@ class Sandbox:
         self.namespaces: NamespaceMode = namespaces
         self.drop_privileges = drop_privileges and os.geteuid() == 0
         self.uid_base = uid_base
+        self._stopping = threading.Event()  # set by `stop`: every run in flight ends at once as a sandbox failure
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_stopping"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """End every run of this sandbox in flight (process trees killed, cgroups removed, each reported as a
+        sandbox failure, never as the program's fault) and refuse new ones until `resume`."""
+        self._stopping.set()
+
+    def resume(self) -> None:
+        """Accept runs again after `stop`."""
+        self._stopping.clear()
 
     # --- detection -------------------------------------------------------------------------------------------
 
@@ -663,8 +682,19 @@ class Sandbox:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if workers == 1 or len(jobs) <= 1:
             return [job() for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="sandbox") as pool:
-            return list(pool.map(lambda job: job(), jobs))
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="sandbox")
+        try:
+            futures = [pool.submit(job) for job in jobs]
+            return [future.result() for future in futures]
+        except BaseException:
+            # Ctrl-C or SIGTERM (raised in this thread): queued runs never start, runs in flight end within one
+            # supervision tick and remove their cgroups before this returns
+            self.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.resume()
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     def _rlimits(self, limits: Limits, uid: int | None) -> list[tuple[str, int, int]]:
         cpu = max(1, int(-(-limits.cpu_seconds // 1)))
@@ -685,6 +715,9 @@ class Sandbox:
     def _execute(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
                  limits: Limits, python_script: str | None = None) -> Execution:
         started = time.monotonic()
+        if self._stopping.is_set():
+            return Execution(None, None, b"", b"", b"", 0.0, sandbox_error="stopped: the sandbox was stopped",
+                             isolation=isolation.mechanisms(), limits=limits)
         hostdir = tempfile.mkdtemp(prefix="rewardlab-sandbox-")
         try:
             with _uid_pool(self.uid_base).lease() as leased:
@@ -851,11 +884,14 @@ class Sandbox:
         else:
             process.stdin.close()
         deadline = started + limits.wall_seconds
-        timed_out = output_exceeded = False
+        timed_out = output_exceeded = stopped = False
         exited_at: float | None = None
         open_reads = len(streams)
         while open_reads:
             now = time.monotonic()
+            if self._stopping.is_set():
+                stopped = True
+                break
             if now >= deadline:
                 timed_out = exited_at is None
                 break
@@ -916,6 +952,8 @@ class Sandbox:
         report: list[str] | None = bytes(buffers[status_r]).decode("ascii", "replace").split()
         if report is not None and len(report) != 3:
             report = None
+        if stopped:
+            report, sandbox_error = None, "stopped: the scorer was interrupted before the run ended"
         if report is not None:
             status = int(report[0])
             cpu, rss = float(report[1]), int(report[2])
@@ -925,7 +963,7 @@ class Sandbox:
                 returncode = os.WEXITSTATUS(status)
                 if returncode in (125, 126) and stderr.startswith(b"sandbox:"):
                     sandbox_error = stderr.decode("utf-8", "replace").strip()
-        elif not (timed_out or output_exceeded):
+        elif not (timed_out or output_exceeded or stopped):
             code = process.returncode
             if code is not None and code < 0:
                 signum = -code
