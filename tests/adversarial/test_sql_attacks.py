@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
+from rewardlab.rewards import _sql_build as sql_build
 from rewardlab.rewards import sql as sql_module
 from rewardlab.rewards.sql import SQLExecution, UnsafeFolderError, build_database, check_private_folder
 
@@ -234,8 +235,8 @@ def test_no_response_makes_an_error_or_changes_applicability(sql_reward: SQLExec
 def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private temporary directory standing in for /tmp (the default build folder's parent)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(sql_module, "_FALLBACK_FOLDER", [])
-    monkeypatch.setattr(sql_module, "_BUILT", {})
+    monkeypatch.setattr(sql_build, "_FALLBACK_FOLDER", [])
+    monkeypatch.setattr(sql_build, "_BUILT", {})
     yield tmp_path
 
 
@@ -306,13 +307,13 @@ def test_a_fresh_default_folder_is_private_and_a_readable_one_of_ours_is_narrowe
     assert folder == temp_dir / f"rewardlab-sql-{os.getuid()}"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     os.chmod(folder, 0o755)  # what the old code left behind: ours, readable, not writable by others
-    sql_module._BUILT.clear()
+    sql_build._BUILT.clear()
     assert build_database(SCHEMA, ROWS) == built
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 def test_an_explicit_build_dir_others_can_write_is_refused(tmp_path: Path) -> None:
-    sql_module._CHECKED_FOLDERS.clear()
+    sql_build._CHECKED_FOLDERS.clear()
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o777)
