@@ -1,6 +1,7 @@
 """Evaluation of parsed `math` answers: exact rationals (`fractions.Fraction`) and complex floats.
 
-A tree node is a tuple: `("n", Fraction, written_with_decimals)`, `("s", name)`, `("pi",)`, `("e",)`, `("i",)`,
+A tree node is a tuple: `("n", Fraction, shown)` (`shown`: the place value of the last digit written, or False
+for an integer), `("s", name)`, `("pi",)`, `("e",)`, `("i",)`,
 `("inf",)`, `("neg", x)`, `("+", a, b)`, `("*", a, b)`, `("/", a, b)`, `("^", a, b)`, `("sqrt", x)`,
 `("root", x, index)`, `("f", name, x)`, `("abs", x)`, `("floor", x)`, `("ceil", x)`, `("!", x)`,
 `("binom", n, k)`, `("pm", a, b)`. Exact evaluation refuses powers over `MAX_EXACT_BITS`; numeric evaluation
@@ -78,6 +79,19 @@ def is_inexact(node: Node) -> bool:
     if node[0] == "n":
         return bool(node[2])
     return any(isinstance(part, tuple) and is_inexact(part) for part in node[1:])
+
+
+def shown_precision(node: Node) -> Fraction | None:
+    """The place value of the finest digit written in the node's decimals (`0.25` → 1/100); None without decimals."""
+    if node[0] == "n":
+        return node[2] if node[2] else None
+    finest: Fraction | None = None
+    for part in node[1:]:
+        if isinstance(part, tuple):
+            shown = shown_precision(part)
+            if shown is not None and (finest is None or shown < finest):
+                finest = shown
+    return finest
 
 
 def free_symbols(node: Node) -> frozenset[str]:

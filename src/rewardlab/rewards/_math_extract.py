@@ -32,6 +32,14 @@ _GSM8K = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"(?:final\s+answer|answer)\**\s*(?:is\b|:|=)\s*:?\**[ \t]*", re.IGNORECASE)
 _NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?|-?\.[0-9]+")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|(?<!\s)\s+(?:I hope|so |which |because )", re.IGNORECASE)
+HEDGE_WORDS = re.compile(
+    r"\b(?:or|and|not|no|nor|either|neither|but|is|isn|are|was|were|if|else|otherwise|unless|except|between|"
+    r"to|than|at|least|most|maybe|perhaps|possibly|probably|likely|approx|"
+    r"approximately|about|around|roughly|nearly|almost|exactly|plus|minus|times|wrong|incorrect|false|true|"
+    r"correct|never)\b",
+    re.IGNORECASE,
+)
+"""Words that turn "N words" into a claim about N (a hedge, a negation, a range), not a count of things."""
 _COUNTED = re.compile(r"(\\?\$?\s?-?(?:[0-9][0-9,]*(?:\.[0-9]+)?|\.[0-9]+)(?:/[0-9]+)?)\s+[a-zA-Z][a-zA-Z\s]*")
 _MATH_SPAN = re.compile(
     r"\$\$(.+?)\$\$|\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
@@ -140,7 +148,7 @@ def _answer_is(text: str) -> str | None:
         stop = _SENTENCE_END.search(rest)
         candidate = (rest[: stop.start()] if stop else rest).strip().rstrip(".,;:!").strip("*_ ")
         counted = _COUNTED.fullmatch(candidate)
-        if counted:  # "72 apples" → 72
+        if counted and not HEDGE_WORDS.search(candidate):  # "72 apples" → 72; "5 or six" stays a hedge
             candidate = counted.group(1)
         if candidate:
             return _strip_math(candidate)

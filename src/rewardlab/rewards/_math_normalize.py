@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from rewardlab.rewards._math_extract import braced
+from rewardlab.rewards._math_extract import HEDGE_WORDS, braced
 
 MAX_ANSWER_CHARS = 1000
 """Longer answers are compared as canonical strings only (no parse, no arithmetic)."""
@@ -46,13 +46,12 @@ _NUMBER_WORDS = {
 }
 _MATH_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _UNIT_TEXT = re.compile(r"\s*[a-zA-Z][a-zA-Z .]*(?:/\s*[a-zA-Z][a-zA-Z .]*)?(?:\^\s*\{?\d\}?)?\s*")
-_NOT_UNIT_WORDS = re.compile(r"\b(?:or|and|not|approximately|about|exactly|plus|minus|times|is)\b", re.IGNORECASE)
 _EMPTY_SET = re.compile(r"\\emptyset(?![a-zA-Z])|\\varnothing(?![a-zA-Z])|∅|\\\{\s*\\\}")
 
 
 def _is_unit(text: str) -> bool:
     """True when `\\text{...}` words read as a unit (`cm`, `square feet`, `m/s`), not as more of the answer."""
-    return not text.strip() or (_UNIT_TEXT.fullmatch(text) is not None and _NOT_UNIT_WORDS.search(text) is None)
+    return not text.strip() or (_UNIT_TEXT.fullmatch(text) is not None and HEDGE_WORDS.search(text) is None)
 
 
 def _unwrap_text_commands(s: str) -> tuple[str, str | None]:
@@ -155,7 +154,7 @@ def _normalize(s: str) -> tuple[str, str | None]:
     elif _THOUSANDS_SPACED.fullmatch(s):
         s = s.replace(" ", "")
     counted = _COUNTED.fullmatch(s)
-    if counted and not re.search(r"\b(?:and|or)\b", counted.group(2)):
+    if counted and not HEDGE_WORDS.search(counted.group(2)):
         s = counted.group(1)  # "18 apples" → 18
         units.append(counted.group(2))
     mixed = _MIXED.fullmatch(s)
@@ -212,17 +211,30 @@ def has_percent(s: str) -> bool:
 
 
 def canonical(s: str) -> str:
-    """The normalised answer without spaces and case, for the string fast path."""
+    """The normalised answer in lower case, spaces kept only between two letters or digits (`2 3` is not `23`).
+
+    What an answer that is words (`Text`) is compared by; braces and every other mark are kept, so different
+    structures never collide (`\\frac{11}{2}` is not `\\frac{1}{12}`).
+    """
     if len(s) > MAX_ANSWER_CHARS:
-        return "".join(s.split()).lower()
+        return _squeeze(s).lower()
     return _canonical(s)
+
+
+_LONE_SPACE = re.compile(r"(?<![0-9A-Za-z]) | (?![0-9A-Za-z])")
+
+
+def _squeeze(text: str) -> str:
+    """Whitespace runs → one space between two letters or digits, nothing elsewhere (linear time)."""
+    return _LONE_SPACE.sub("", " ".join(text.split()))
+
+
+_ONE_CHAR_GROUP = re.compile(r"([_^])\{([0-9A-Za-z])\}(?![0-9A-Za-z])")
 
 
 @lru_cache(maxsize=65536)
 def _canonical(s: str) -> str:
-    text = normalize(s)
-    text = re.sub(r"\s+", "", text).lower()
-    text = text.replace("{", "").replace("}", "")
+    text = _ONE_CHAR_GROUP.sub(r"\1\2", _squeeze(normalize(s))).lower()  # 204_{5} = 204_5, not 2_{3}4 = 2_34
     if re.fullmatch(r"\(?[a-z]\)?", text):
         text = text.strip("()")  # multiple choice: (B) = B
     return text

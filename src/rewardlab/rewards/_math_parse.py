@@ -69,7 +69,14 @@ class Text:
     text: str
 
 
-Answer = Expr | Equation | Ordered | Unordered | Matrix | Text
+@dataclass(frozen=True)
+class Chain:
+    """`a = b = c`: a chain of equalities (worked steps, or a hedge when two of its values differ)."""
+
+    items: tuple[Node, ...]
+
+
+Answer = Expr | Equation | Chain | Ordered | Unordered | Matrix | Text
 
 
 # ----------------------------------------------------------------------------------------------- tokenizer
@@ -324,14 +331,18 @@ class _Parser:
 
 
 def _number(text: str) -> Node:
-    """A number node: (n, exact Fraction, written-with-decimals flag)."""
+    """A number node: `("n", exact Fraction, shown)`, `shown` the place value of its last written digit when it
+    was written with a decimal point or an exponent (`142857.0` → 1/10, `3.2e5` → 10^4), else False."""
     mantissa, _, exponent = text.lower().partition("e")
     if exponent and abs(int(exponent)) > 400:
         raise ParseError(f"exponent too large in {text!r}")
     value = Fraction(mantissa if mantissa != "." else "0")
     if exponent:
         value *= Fraction(10) ** int(exponent)
-    return ("n", value, "." in mantissa or bool(exponent))
+    if "." not in mantissa and not exponent:
+        return ("n", value, False)
+    decimals = len(mantissa.partition(".")[2])
+    return ("n", value, Fraction(10) ** (int(exponent or 0) - decimals))
 
 
 def parse_expression(s: str) -> Node:
@@ -438,9 +449,7 @@ def _scalar(s: str) -> Answer:
     if len(pieces) == 2 and pieces[0].strip() and pieces[1].strip():
         return Equation(_imaginary(parse_expression(pieces[0])), _imaginary(parse_expression(pieces[1])))
     if len(pieces) > 2:
-        return Equation(
-            _imaginary(parse_expression(pieces[-2])), _imaginary(parse_expression(pieces[-1]))
-        )
+        return Chain(tuple(_imaginary(parse_expression(piece)) for piece in pieces))
     node = _imaginary(parse_expression(s))
     if _contains_pm(node):
         return Unordered(tuple(Expr(n) for n in _expand_pm(node, [8])))

@@ -26,9 +26,10 @@ from rewardlab.rewards._math_evaluate import (
     free_symbols,
     is_inexact,
     numeric_value,
+    shown_precision,
 )
-from rewardlab.rewards._math_normalize import MAX_ANSWER_CHARS, canonical, has_percent, unit_of
-from rewardlab.rewards._math_parse import Answer, Equation, Expr, Matrix, Ordered, Text, Unordered, parse_answer
+from rewardlab.rewards._math_normalize import MAX_ANSWER_CHARS, canonical, has_percent, normalize, unit_of
+from rewardlab.rewards._math_parse import Answer, Chain, Equation, Expr, Matrix, Ordered, Text, Unordered, parse_answer
 from rewardlab.rewards._math_symbolic import sympy_equal
 
 ToleranceFor = Literal["inexact", "decimal"]
@@ -51,7 +52,7 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class _Rules:
+class Rules:
     """How to compare: tolerance and where it applies, whether sympy may decide, and its time budget."""
 
     tolerance: float
@@ -69,7 +70,7 @@ def _terminates(value: Fraction) -> bool:
     return den == 1
 
 
-def _tolerance_applies(gold: Node, gold_value: Fraction | None, rules: _Rules) -> bool:
+def _tolerance_applies(gold: Node, gold_value: Fraction | None, rules: Rules) -> bool:
     """Whether the gold is approximate: irrational or non-terminating, or (`tolerance_for="decimal"`) decimal."""
     if gold_value is None:
         return True
@@ -140,7 +141,7 @@ def _divides_by_zero(node: Node) -> bool:
     return any(isinstance(part, tuple) and _divides_by_zero(part) for part in node[1:])
 
 
-def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
+def _expr_equal(a: Node, b: Node, rules: Rules) -> Verdict:
     """Answer expression `a` against gold expression `b` (exact, then numeric, then sympy)."""
     if a == b:
         return Verdict(True, "tree")
@@ -149,13 +150,17 @@ def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
         return Verdict(sign_a is not None and sign_a == sign_b, "infinity")
     exact_a, exact_b = exact_value(a), exact_value(b)
     approximate = _tolerance_applies(b, exact_b, rules)
+    measured = rules.tolerance_for == "decimal" and is_inexact(b)
     if exact_a is not None and exact_b is not None:
         if exact_a == exact_b:
             return Verdict(True, "exact")
-        measured = rules.tolerance_for == "decimal" and is_inexact(b)
         if approximate and (is_inexact(a) or measured):  # a rounded decimal for 1/3; anything near a measured gold
             bound = Fraction(repr(rules.tolerance)) * max(abs(exact_a), abs(exact_b))
-            return Verdict(abs(exact_a - exact_b) <= bound, "approximate")
+            if abs(exact_a - exact_b) > bound:
+                return Verdict(False, "approximate")
+            if not measured and not _rounds_to(a, exact_a, exact_b):
+                return Verdict(False, "approximate", reason=_NOT_A_ROUNDING)
+            return Verdict(True, "approximate")
         return Verdict(False, "exact")
     symbols = free_symbols(a) | free_symbols(b)
     slack = max(rules.tolerance, _FLOAT_NOISE) if approximate else _FLOAT_NOISE
@@ -168,6 +173,8 @@ def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
             return Verdict(exact_agree, "exact-points")
     try:
         agree = all(_close(numeric_value(a, env), numeric_value(b, env), slack) for env in _points(symbols, seed))
+        if agree and approximate and not symbols and not measured and not _rounds_near(a, exact_a, b):
+            return Verdict(False, "numeric", reason=_NOT_A_ROUNDING)
         if agree and exact_b is not None and not approximate and not symbols and rules.symbolic:
             # An exact gold matched only up to float rounding: `10^{15}+1+0\\pi` is within 1e-12 of 10^15.
             return _sympy_verdict(a, b, rules, "numeric")
@@ -180,7 +187,30 @@ def _expr_equal(a: Node, b: Node, rules: _Rules) -> Verdict:
     return _sympy_verdict(a, b, rules, "sympy")
 
 
-def _sympy_verdict(a: Node, b: Node, rules: _Rules, path: str) -> Verdict:
+_NOT_A_ROUNDING = "the answer is near the gold but is not the gold rounded to the digits it shows"
+
+
+def _rounds_to(answer: Node, answer_value: Fraction, gold_value: Fraction) -> bool:
+    """Whether an exact answer is the gold rounded to its last written digit: within half of that digit's value."""
+    shown = shown_precision(answer)
+    return abs(answer_value - gold_value) * 2 <= (shown if shown is not None else 1)
+
+
+def _rounds_near(answer: Node, answer_value: Fraction | None, gold: Node) -> bool:
+    """`_rounds_to` against a gold known only as a float (irrational): half a digit plus float noise.
+
+    Holds for an answer that is neither a written-out rational nor has decimals (`2\\sqrt{2}`): there is nothing
+    it rounds. A written-out integer rounds to units (`3141593` for `10^6\\pi`).
+    """
+    shown = shown_precision(answer)
+    if answer_value is None and shown is None:
+        return True
+    half = float(shown if shown is not None else 1) / 2
+    a, g = numeric_value(answer, {}), numeric_value(gold, {})
+    return abs(a - g) <= half + _FLOAT_NOISE * max(abs(a), abs(g), 1.0)
+
+
+def _sympy_verdict(a: Node, b: Node, rules: Rules, path: str) -> Verdict:
     """sympy's decision; a comparison it could not finish is unequal, with the bound that stopped it."""
     result = sympy_equal(a, b, rules.budget)
     if result.equal is not None:
@@ -192,7 +222,7 @@ def _difference(eq: Equation) -> Node:
     return ("+", eq.lhs, ("neg", eq.rhs))
 
 
-def _equations_equal(p: Equation, g: Equation, rules: _Rules) -> Verdict:
+def _equations_equal(p: Equation, g: Equation, rules: Rules) -> Verdict:
     """Same equation: same variable on the left and equal right sides, or lhs−rhs proportional."""
     if _is_name(p.lhs) and p.lhs == g.lhs:
         return _expr_equal(p.rhs, g.rhs, rules)
@@ -221,7 +251,7 @@ def _first_limited(verdicts: Sequence[Verdict], path: str) -> Verdict:
     return Verdict(False, path)
 
 
-def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], rules: _Rules) -> Verdict:
+def _match_unordered(ps: Sequence[Answer], gs: Sequence[Answer], rules: Rules) -> Verdict:
     """Multiset equality under answer equivalence (augmenting-path bipartite matching, sizes are small)."""
     if len(ps) != len(gs) or len(ps) > 64:
         return Verdict(False, "unordered")
@@ -260,8 +290,12 @@ def _flat_matrix(m: Matrix) -> tuple[Answer, ...] | None:
     return None
 
 
-def _answer_equal(p: Answer, g: Answer, rules: _Rules) -> Verdict:
+def _answer_equal(p: Answer, g: Answer, rules: Rules) -> Verdict:
     """Structural equivalence of answer `p` and gold `g` (see the module docstring for the rules)."""
+    if p == g:
+        return Verdict(True, "tree")
+    if isinstance(p, Chain) or isinstance(g, Chain):
+        return _chain_equal(p, g, rules)
     if isinstance(g, Unordered) and len(g.items) == 1:
         return _answer_equal(p, g.items[0], rules)
     if isinstance(p, Unordered) and len(p.items) == 1:
@@ -296,11 +330,31 @@ def _answer_equal(p: Answer, g: Answer, rules: _Rules) -> Verdict:
     return Verdict(False, "shape")
 
 
+def _chain_values_agree(chain: Chain, rules: Rules) -> bool:
+    """Whether every value a chain of equalities states is one value (`x = 2+3 = 5`), not a hedge (`41 = x = 42`)."""
+    values = [node for node in chain.items if not _is_name(node)]
+    return all(_expr_equal(v, values[0], rules).equal or _expr_equal(values[0], v, rules).equal for v in values[1:])
+
+
+def _chain_equal(p: Answer, g: Answer, rules: Rules) -> Verdict:
+    """A chain `a = b = c` answers as its last equation (`b = c`), or as its value when the gold is no equation;
+    only when every value it states agrees."""
+    if isinstance(g, Chain):
+        return Verdict(False, "chain")  # a gold chain is no answer form: only the identical chain matches
+    assert isinstance(p, Chain)
+    if not _chain_values_agree(p, rules):
+        return Verdict(False, "chain", reason="the answer states two different values in one chain of equalities")
+    if isinstance(g, Equation):
+        return _answer_equal(Equation(p.items[-2], p.items[-1]), g, rules)
+    values = [node for node in p.items if not _is_name(node)]
+    return _answer_equal(Expr(values[-1]), g, rules) if values else Verdict(False, "chain")
+
+
 def _items(answer: Answer) -> tuple[Answer, ...] | None:
     return answer.items if isinstance(answer, Ordered | Unordered) else None
 
 
-def _in_order(ps: Sequence[Answer] | None, gs: Sequence[Answer] | None, rules: _Rules, path: str) -> Verdict:
+def _in_order(ps: Sequence[Answer] | None, gs: Sequence[Answer] | None, rules: Rules, path: str) -> Verdict:
     if ps is None or gs is None or len(ps) != len(gs):
         return Verdict(False, path)
     verdicts = []
@@ -315,7 +369,10 @@ def _in_order(ps: Sequence[Answer] | None, gs: Sequence[Answer] | None, rules: _
 def _scaled_percent(answer: Answer) -> Answer | None:
     """`25\\%` read as 0.25 (only for a single expression)."""
     if isinstance(answer, Expr):
-        return Expr(("/", answer.node, ("n", Fraction(100), False)))
+        node = answer.node
+        if node[0] == "n":  # 33.33% is 0.3333, shown to 1/10000
+            return Expr(("n", node[1] / 100, node[2] / 100 if node[2] else False))
+        return Expr(("/", node, ("n", Fraction(100), False)))
     return None
 
 
@@ -333,17 +390,29 @@ def compare_answers(prediction: str, reference: str, tolerance: float = 1e-6, sy
     """
     if len(prediction) > MAX_ANSWER_CHARS or len(reference) > MAX_ANSWER_CHARS:
         return Verdict(canonical(prediction) == canonical(reference), "string")
-    return _compare(prediction, reference, _Rules(float(tolerance), tolerance_for, symbolic, symbolic_timeout))
+    return _compare(prediction, reference, Rules(float(tolerance), tolerance_for, symbolic, symbolic_timeout))
 
 
 @lru_cache(maxsize=131072)
-def _compare(prediction: str, reference: str, rules: _Rules) -> Verdict:
+def _compare(prediction: str, reference: str, rules: Rules) -> Verdict:
     p_unit, g_unit = unit_of(prediction), unit_of(reference)
     if p_unit is not None and g_unit is not None and p_unit != g_unit:
         return Verdict(False, "unit", reason=f"the answer's unit {p_unit!r} is not the gold's {g_unit!r}")
-    p_canon, g_canon = canonical(prediction), canonical(reference)
-    if p_canon == g_canon and p_canon:
+    if same_text(prediction, reference):
         return Verdict(True, "string")
+    return full_compare(prediction, reference, rules)
+
+
+def same_text(prediction: str, reference: str) -> bool:
+    """The string fast path: identical normalised text, which parses to identical trees (so it never accepts what
+    the trees would not). Case, braces and spaces all count: `X` is not `x`, `\\frac{11}{2}` not `\\frac{1}{12}`."""
+    normal = normalize(prediction)
+    return bool(normal) and normal == normalize(reference)
+
+
+def full_compare(prediction: str, reference: str, rules: Rules) -> Verdict:
+    """The comparison without the string fast path: parse both answers and compare their structures."""
+    p_canon = canonical(prediction)
     p, g = parse_answer(prediction), parse_answer(reference)
     verdict = _answer_equal(p, g, rules)
     if verdict.equal:
