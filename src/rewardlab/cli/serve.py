@@ -30,7 +30,16 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                        help="samples waiting at most; beyond it requests get 503 + Retry-After (4096)")
     serve.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB", help="request body limit (32 MB)")
     serve.add_argument("--api-key", default=None, metavar="KEY",
-                       help="require 'Authorization: Bearer KEY' (or set REWARDLAB_API_KEY)")
+                       help="require 'Authorization: Bearer KEY' on every route but /health (or set "
+                            "REWARDLAB_API_KEY)")
+    serve.add_argument("--files-root", default=None, metavar="DIR",
+                       help="folder that file-path references in samples (an SQLite db, a schema) must stay inside; "
+                            "unset: every file-path reference is refused")
+    serve.add_argument("--request-timeout", type=float, default=15.0, metavar="S",
+                       help="a request (headers and body) must arrive within S seconds, else 408 and close (15)")
+    serve.add_argument("--max-connections", type=int, default=512, metavar="N",
+                       help="open connections at most; beyond it requests get 503 at once (512)")
+    serve.add_argument("--no-docs", action="store_true", help="turn off /docs, /redoc and /openapi.json")
     serve.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers inside the reward")
     serve.add_argument("--timeout", type=float, default=None, metavar="S", help="per-sample time limit of the reward")
     serve.add_argument("--ray", action="store_true", help="serve on Ray Serve replicas (the 'distributed' extra)")
@@ -45,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "max_batch_tokens": args.max_batch_tokens, "max_batch_size": args.max_batch_size,
         "max_wait_ms": args.max_wait_ms, "max_queue": args.max_queue,
         "max_body_bytes": int(args.max_body_mb * (1 << 20)), "api_key": api_key,
+        "files_root": _files_root(args.files_root), "docs": not args.no_docs,
     }
     if args.ray:
         from rewardlab.serve.ray_serve import serve_with_ray
@@ -56,6 +66,7 @@ def run_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from rewardlab.serve.app import create_app
+        from rewardlab.serve.guard import uvicorn_config
     except ImportError as error:
         raise CLIError(f"serving needs the 'serve' extra (pip install 'rewardlab[serve]'): {error}") from None
     try:
@@ -67,13 +78,27 @@ def run_serve(args: argparse.Namespace) -> int:
             reward.configure(workers=args.workers, timeout=args.timeout)
         except ValueError as error:
             raise CLIError(str(error)) from None
-    app = create_app(reward, spec=args.reward, **options)
+    try:
+        config = uvicorn_config(create_app(reward, spec=args.reward, **options), host=args.host, port=args.port,
+                                request_timeout=args.request_timeout, max_connections=args.max_connections,
+                                log_level="warning" if args.quiet else "info")
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     if not args.quiet:
         console.print(f"serving [bold]{reward.name}[/] on http://{args.host}:{args.port} "
                       f"(POST /v1/score, POST /get_reward, GET /health, /metrics, /v1/info)", highlight=False)
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal with the handler it found: make
     # that one a no-op so a drained shutdown exits 0 (Ctrl-C twice still forces an exit).
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning" if args.quiet else "info",
-                timeout_graceful_shutdown=30)
+    uvicorn.Server(config).run()
     return 0
+
+
+def _files_root(root: str | None) -> str | None:
+    """The operator's files root as an absolute folder (None stays None: file references refused)."""
+    if root is None:
+        return None
+    path = os.path.realpath(os.path.expanduser(root))
+    if not os.path.isdir(path):
+        raise CLIError(f"--files-root {root!r} is not a folder")
+    return path

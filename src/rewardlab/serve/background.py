@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from rewardlab.serve.guard import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT, uvicorn_config
 from rewardlab.types import Reward
 
 
@@ -23,31 +24,37 @@ class AppThread:
     """Any ASGI app (a FastAPI app) served by uvicorn in a daemon thread of this process; `url` is its base URL.
 
     The app must answer `GET /health` with 200: the constructor waits for that (at most `startup_timeout`
-    seconds). `stop()` asks uvicorn to exit: it stops accepting, answers in-flight requests, runs the app's
+    seconds). `request_timeout` and `max_connections` are `serve.guard.uvicorn_config`'s. `stop()` asks uvicorn
+    to exit: it stops accepting, answers in-flight requests, runs the app's
     shutdown, and the thread ends.
     """
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None, startup_timeout: float = 30.0,
-                 name: str = "rewardlab-server") -> None:
-        import httpx
+                 name: str = "rewardlab-server", request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         import uvicorn
+
+        from rewardlab.runtime.http import HttpClient, HttpError, RetryPolicy
 
         self.app = app
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, host=host, port=self.port, log_level="error", timeout_graceful_shutdown=10,
-                                lifespan="on")
+        config = uvicorn_config(app, host=host, port=self.port, request_timeout=request_timeout,
+                                max_connections=max_connections, log_level="error", graceful_shutdown=10)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name=name, daemon=True)
         self.thread.start()
+        probe = HttpClient(self.url, timeout=1.0, retry=RetryPolicy(retries=0))
         deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
+            with contextlib.suppress(HttpError):
+                probe.request("GET", "/health")
+                probe.close()
+                return
             if not self.thread.is_alive():
                 break
             time.sleep(0.05)
+        probe.close()
         self.stop()
         raise RuntimeError(f"the server on {self.url} did not start within {startup_timeout:g} s")
 
@@ -61,10 +68,12 @@ class BackgroundServer(AppThread):
     """`create_app(reward, **options)` served in a daemon thread (see `AppThread`); `url` is its base URL."""
 
     def __init__(self, reward: Reward, *, host: str = "127.0.0.1", port: int | None = None,
-                 startup_timeout: float = 30.0, **options: Any) -> None:
+                 startup_timeout: float = 30.0, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, **options: Any) -> None:
         from rewardlab.serve.app import create_app
 
-        super().__init__(create_app(reward, **options), host=host, port=port, startup_timeout=startup_timeout)
+        super().__init__(create_app(reward, **options), host=host, port=port, startup_timeout=startup_timeout,
+                         request_timeout=request_timeout, max_connections=max_connections)
 
 
 @contextlib.contextmanager
