@@ -483,3 +483,58 @@ def test_cli_scores_a_jsonl_file_with_the_code_reward(tmp_path: Path) -> None:
     scored = [json.loads(line)["score"] for line in out.read_text().splitlines()]
     assert [s["value"] for s in scored] == [1.0, 0.5, 0.0, 0.0]  # the runaway program fails; it is not an error
     assert [s["error"] for s in scored] == [None, None, None, None]  # and the forged __eq__ is not plain data
+
+
+# --- issue 23: a sandbox failure is masked, never the failing value ------------------------------------------------
+
+RIGHT = "def double(x):\n    return 2 * x\n"
+
+
+def test_an_init_that_cannot_start_masks_the_score_in_every_mode(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardlab.runtime import sandbox as sandbox_module
+
+    python, bash = CodeExecution(**FAST), CodeExecution(language="bash", **FAST)  # type: ignore[arg-type]
+    assert python.sandbox.isolation and bash.sandbox.isolation  # detected while the init is still there
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr(sandbox_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(tmp_path / 'empty')!r})"
+                                                      "; import _sandbox_init; _sandbox_init.main()")
+    io = {"io": [{"stdin": "2", "stdout": "4"}]}
+    scores = [*python.score([Sample(response=RIGHT, reference={"tests": ["assert double(2) == 4"]}),
+                             Sample(response=RIGHT, reference={"calls": [{"fn": "double", "args": [2],
+                                                                          "expected": 4}]}),
+                             Sample(response="print(2 * int(input()))", reference=io)]),
+              bash.score_one(Sample(response="read x; echo $((2 * x))", reference=io))]
+    for score in scores:
+        assert score.value is None and score.trainer_value() is None, score
+        assert str(score.error).startswith("sandbox failure: the sandbox init exited with 1"), score.error
+
+
+def test_an_init_killed_mid_run_masks_the_score(code: CodeExecution) -> None:
+    if not code.sandbox.isolation.uid:  # the init is told from the (forked) Python program by its uid
+        pytest.skip("the program runs as the init's uid here (not root)")
+    sleeper = Sample(response="import time\ntime.sleep(30)\n", reference=ALWAYS)
+    slow = CodeExecution(timeout=30, cpu_seconds=5, workers=1)
+    me = os.getpid()
+
+    def kill_the_init() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for entry in os.listdir("/proc"):
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                    parent = Path(f"/proc/{stat[1]}/stat").read_text().rsplit(")", 1)[1].split()
+                    owner = Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if me in (int(stat[1]), int(parent[1])) and owner == "0" and "_sandbox_init" in \
+                        Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"):
+                    os.kill(int(entry), 9)
+                    return
+            time.sleep(0.02)
+
+    with ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(kill_the_init)
+        score = slow.score_one(sleeper)
+        killer.result()
+    assert score.value is None and str(score.error).startswith("sandbox failure: the sandbox init was killed"), score

@@ -470,3 +470,22 @@ def test_no_channel_content_makes_the_scorer_raise_or_pay_a_wrong_split_test(lin
     paying = {b'{"event":"test","index":0,"value":"4"}', b'{"event":"test","index":1,"value":"10"}'}
     if score.value > 0:
         assert paying & set(lines), lines
+
+
+# --- issue 23 neighbour: a failing program must not pass for a sandbox failure (masked instead of scored 0) ------
+
+
+def test_a_program_that_prints_a_sandbox_failure_still_fails() -> None:
+    io = {"io": [{"stdin": "2", "stdout": "4"}]}
+    bash = CodeExecution(language="bash", timeout=2, cpu_seconds=1, workers=1)
+    python = CodeExecution(timeout=2, cpu_seconds=1, workers=1)
+    forged = [
+        bash.score_one(Sample(response="echo 'sandbox: cannot start /bin/bash: forged' >&2; exit 126", reference=io)),
+        bash.score_one(Sample(response="echo 'sandbox: mount tmpfs on /tmp: forged' >&2; exit 125", reference=io)),
+        python.score_one(Sample(response="import os, sys\nsys.stderr.write('sandbox: forged\\n')\nsys.stderr.flush()"
+                                         "\nos._exit(126)\n", reference=io)),
+        python.score_one(Sample(response="import os, sys\nsys.stderr.write('sandbox: forged\\n')\nsys.stderr.flush()"
+                                         "\nos._exit(126)\n", reference=DOUBLE)),
+    ]
+    for score in forged:
+        assert score.error is None and score.value == 0.0, score

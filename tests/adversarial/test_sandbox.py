@@ -7,15 +7,18 @@ mechanism this machine lacks (root, `unshare`, a memory cgroup) skip and say whi
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import dataclasses
 import os
 import shutil
+import signal
 import socket
 import stat
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -693,3 +696,68 @@ def test_the_host_name_is_not_the_hosts(box: Sandbox) -> None:
     need(box, "uts_namespace")
     seen = out(run(box, "import os, socket\nprint(socket.gethostname(), os.uname().nodename)")).split()
     assert seen == ["sandbox", "sandbox"] and os.uname().nodename not in seen
+
+
+# --- issue 23: an init failure is never the program's fault -------------------------------------------------------
+# A run whose init fails for a system reason (the init cannot be loaded, the init killed from outside) is a sandbox
+# failure, which the `code` reward masks (Score.error); and nothing the program prints or how it exits can pass for
+# one (a "sandbox:" line on stderr and exit status 126 used to).
+
+
+def test_an_init_that_cannot_be_loaded_is_a_sandbox_failure(box: Sandbox, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert box.isolation  # detected before the init goes missing
+    empty = tmp_path / "no-init-here"
+    empty.mkdir(mode=0o755)
+    monkeypatch.setattr(sandbox_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(empty)!r}); "
+                                                      "import _sandbox_init; _sandbox_init.main()")
+    for execution in (box.run_program(PYTHON, "print('hi')"), box.run(["/bin/true"])):
+        assert execution.status == "sandbox failure" and execution.stdout == b"", execution
+        assert "the sandbox init exited with 1 without a report" in str(execution.error)
+        assert "No module named '_sandbox_init'" in str(execution.error)  # the init's own last words
+
+
+def _kill_own_inits(stop: float) -> int:
+    """SIGKILL the inits of this process's runs (children of its `unshare`, or its own children) until `stop`."""
+    me = os.getpid()
+    killed = 0
+    while time.monotonic() < stop:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parent = int(fields[1])
+                grandparent = int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if (parent == me or grandparent == me) and "_sandbox_init" in _cmdline(entry):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+        if killed:
+            return killed
+        time.sleep(0.02)
+    return killed
+
+
+def test_an_init_killed_from_outside_is_a_sandbox_failure(box: Sandbox) -> None:
+    if not (box.isolation.uid or box.isolation.pid_namespace):
+        pytest.skip("the program can signal its init here (same uid, no PID namespace): an init killed by a "
+                    "signal may be the program's doing")
+    with ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(_kill_own_inits, time.monotonic() + 10)
+        execution = box.run(["/bin/sleep", "20"])
+        assert killer.result() >= 1
+    assert execution.status == "sandbox failure", execution
+    assert "the sandbox init was killed by signal 9 without a report" in str(execution.error)
+
+
+def test_a_program_cannot_forge_a_sandbox_failure(box: Sandbox) -> None:
+    forged = box.run(["/bin/sh", "-c", "echo 'sandbox: cannot start it' >&2; exit 126"])
+    assert forged.sandbox_error is None and forged.status == "exit" and forged.returncode == 126
+    python = box.run_program(PYTHON, "import os, sys\nsys.stderr.write('sandbox: x\\n')\nsys.stderr.flush()\n"
+                                     "os._exit(125)\n")
+    assert python.sandbox_error is None and python.returncode == 125
+    real = box.run(["/no/such/program"])  # the neighbour: a program the init cannot start is a sandbox failure
+    assert real.status == "sandbox failure" and "cannot start '/no/such/program'" in str(real.error)

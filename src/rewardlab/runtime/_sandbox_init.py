@@ -17,7 +17,8 @@ folder could shadow before taking that folder off `sys.path`. Steps, in order:
    bpf/io_uring/userfaultfd/perf/keyrings, and no `memfd_create` when no memory cgroup bounds it), no supplementary
    groups, an unprivileged uid; then `execve` or, for Python, run the script in this very
    interpreter (one interpreter start-up per run);
-5. wait for it; write `STATUS CPU_SECONDS MAX_RSS_BYTES` on the status pipe, which the program never holds.
+5. wait for it; write `STATUS CPU_SECONDS MAX_RSS_BYTES` on the status pipe, which the program never holds (a
+   program that could not be started is reported there first, on a line `!MESSAGE`).
 """
 
 from __future__ import annotations
@@ -377,7 +378,14 @@ def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None
         if script is None:
             os.execve(config["argv"][0], config["argv"], config["env"])
     except BaseException as error:
-        os.write(2, f"sandbox: cannot start {config['argv'][0]!r}: {error}\n".encode())
+        message = f"sandbox: cannot start {config['argv'][0]!r}: {error}"
+        os.write(2, f"{message}\n".encode())
+        # the scorer believes only the status pipe, which the program never holds (exit status 126 and a "sandbox:"
+        # line on stderr are the program's to forge)
+        try:  # noqa: SIM105
+            os.write(status_fd, b"!" + message.encode("utf-8", "replace")[:2000].replace(b"\n", b" ") + b"\n")
+        except OSError:
+            pass
         os._exit(126)
     run_python(script, config, (status_fd, lifeline))
 

@@ -949,7 +949,11 @@ class Sandbox:
         sandbox_error: str | None = None
         stdout = bytes(buffers[streams["stdout"]][: limits.output_bytes])
         stderr = bytes(buffers[streams["stderr"]][: limits.output_bytes])
-        report: list[str] | None = bytes(buffers[status_r]).decode("ascii", "replace").split()
+        # the status pipe: `!MESSAGE` lines (the program could not be started), then `STATUS CPU RSS`; only the init
+        # holds it, so nothing the program writes or how it exits can pass for a sandbox failure
+        lines = bytes(buffers[status_r]).decode("utf-8", "replace").splitlines()
+        start_failures = [line[1:] for line in lines if line.startswith("!")]
+        report: list[str] | None = " ".join(line for line in lines if not line.startswith("!")).split()
         if report is not None and len(report) != 3:
             report = None
         if stopped:
@@ -961,16 +965,17 @@ class Sandbox:
                 signum = os.WTERMSIG(status)
             elif os.WIFEXITED(status):
                 returncode = os.WEXITSTATUS(status)
-                if returncode in (125, 126) and stderr.startswith(b"sandbox:"):
-                    sandbox_error = stderr.decode("utf-8", "replace").strip()
+            if start_failures:
+                sandbox_error = start_failures[0]
         elif not (timed_out or output_exceeded or stopped):
             code = process.returncode
-            if code is not None and code < 0:
-                signum = -code
-            else:
+            if code is not None and code < 0 and not (uid is not None or isolation.pid_namespace):
+                signum = -code  # the program runs as the init's uid, outside a PID namespace: it could kill the init
+            else:  # the program cannot signal the init (another uid, or the init is PID 1 of its namespace)
                 text = stderr.decode("utf-8", "replace").strip()  # a traceback's last line says what failed
                 shown = text if len(text) <= 600 else f"{text[:200]} ... {text[-400:]}"
-                sandbox_error = f"the sandbox init exited with {code} without a report: {shown}"
+                how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
+                sandbox_error = f"the sandbox init {how} without a report: {shown}"
         return Execution(
             returncode=returncode, signal=signum, stdout=stdout, stderr=stderr,
             channel=bytes(buffers[channel_r][: limits.output_bytes]), wall_seconds=wall, cpu_seconds=cpu,
