@@ -1,4 +1,4 @@
-"""Attacks on the `math` reward (issue 8, parts 4 and 5): stalls, false passes, failures that could pay.
+"""Attacks on the `math` reward (issue 8, parts 4 and 5; issue 16): stalls, false passes, failures that could pay.
 
 Each finding has a test that failed on the old code; its neighbours are the variants an attacker tries next.
 """
@@ -19,6 +19,7 @@ import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards import _math_symbolic
 from rewardlab.rewards._math_extract import _BY_NAME, extract_answer, visible_text
+from rewardlab.rewards._math_verify import Rules, full_compare, same_text
 from rewardlab.rewards.math import MathReward, compare_answers, equivalent
 
 MB = 1 << 20
@@ -358,3 +359,158 @@ def test_any_response_gets_a_value_never_none_or_error(response: str) -> None:
     """Applicability depends only on the prompt and the reference, never on the response."""
     score = MathReward(symbolic_timeout=0.5).score([Sample(response=response, reference="7")])[0]
     assert score.error is None and score.value in (0.0, 1.0)
+
+
+# ------------------------------------------------------------------ issue 16: the second round of attacks
+# Structures the old string fast path made collide (it dropped braces, spaces and case before comparing).
+COLLISIONS = [
+    ("\\frac{11}{2}", "\\frac{1}{12}"),  # finding: scored 1.0
+    ("10^{2}3", "10^{23}"),  # finding
+    ("e^{2}x", "e^{2x}"),  # finding
+    ("\\sqrt{2}3", "\\sqrt{23}"),  # finding
+    ("2 3", "23"),  # finding
+    ("X", "x"),  # finding: case matters in math
+    ("\\frac{1}{12}", "\\frac{11}{2}"),
+    ("2^{10}", "210"),
+    ("x_{1}2", "x_{12}"),
+    ("\\sqrt{2}{3}", "\\sqrt{23}"),
+    ("{1}{2}", "12"),
+    ("1 2 3", "123"),
+    ("\\pi r", "\\pir"),
+    ("Y", "y"),
+    ("\\binom{1}{23}", "\\binom{12}{3}"),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold"), COLLISIONS)
+def test_different_structures_never_collide_in_the_fast_path(answer: str, gold: str) -> None:
+    assert not equivalent(answer, gold)
+    assert not equivalent(gold, answer)
+    assert _score(answer, gold) == 0.0
+
+
+@pytest.mark.parametrize(("answer", "gold"), [
+    ("\\frac{1}{12}", "\\frac 1{12}"), ("10^{23}", "10^{23}"), ("e^{2x}", "e^{2 x}"), ("\\sqrt{23}", "\\sqrt {23}"),
+    ("x^{2}", "x^2"), ("\\frac 34", "\\frac{3}{4}"), ("\\text{Evelyn}", "evelyn"), ("204_{5}", "204_5"),
+])
+def test_the_same_structure_written_differently_still_passes(answer: str, gold: str) -> None:
+    assert equivalent(answer, gold)
+
+
+_ATOMS = ["1", "2", "3", "12", "23", "x", "X", "y", "e", "\\pi", "0.5", "10"]
+_EXPRESSIONS = st.recursive(
+    st.sampled_from(_ATOMS),
+    lambda inner: st.one_of(
+        st.builds(lambda a, b: f"\\frac{{{a}}}{{{b}}}", inner, inner),
+        st.builds(lambda a, b: f"{{{a}}}^{{{b}}}", inner, inner),
+        st.builds(lambda a: f"\\sqrt{{{a}}}", inner),
+        st.builds(lambda a, b: f"{a} {b}", inner, inner),
+        st.builds(lambda a, b: f"{a}{b}", inner, inner),
+        st.builds(lambda a, b: f"{a}+{b}", inner, inner),
+        st.builds(lambda a, b: f"({a})({b})", inner, inner),
+        st.builds(lambda a: f"{{{a}}}", inner),
+        st.builds(lambda a: a.upper(), inner),
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_EXPRESSIONS, _EXPRESSIONS)
+def test_the_fast_path_never_says_equal_where_the_full_comparison_says_different(a: str, b: str) -> None:
+    rules = Rules(1e-6, "inexact", False, 2.0)
+    if same_text(a, b):
+        assert full_compare(a, b, rules).equal, (a, b)
+    if full_compare(a, b, rules).equal is False:
+        assert not compare_answers(a, b, symbolic=False).equal, (a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_EXPRESSIONS)
+def test_an_answer_always_equals_itself(a: str) -> None:
+    assert full_compare(a, a, Rules(1e-6, "inexact", False, 2.0)).equal, a
+
+
+# A trailing `.0` (or any decimal) against a gold whose decimal never terminates buys nothing: a decimal is
+# credited only as the gold rounded to the digits it shows (and within the tolerance).
+NOT_ROUNDINGS = [
+    ("142857.0", "\\frac{1000000}{7}"),  # finding: 142857 scored 0, 142857.0 scored 1
+    ("333333000.0", "\\frac{10^9}{3}"),  # finding
+    ("142857.00", "\\frac{1000000}{7}"),
+    ("142857.0 + 0\\pi", "\\frac{1000000}{7}"),  # an irrational term to leave the exact path
+    ("1.428570e5", "\\frac{1000000}{7}"),
+    ("0.6666666", "\\frac{2}{3}"),  # truncated, not rounded
+    ("3141593.0", "10^6\\pi"),  # irrational gold, same rule
+    ("14285714.0\\%", "\\frac{1000000}{7}"),  # percent keeps the digits shown
+    ("x = 142857.0", "\\frac{1000000}{7}"),
+    ("142857.0", "\\frac{1000000}{7} \\text{ m}"),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold"), NOT_ROUNDINGS)
+def test_a_decimal_that_is_not_a_rounding_of_the_gold_does_not_pass(answer: str, gold: str) -> None:
+    assert not equivalent(answer, gold)
+
+
+@pytest.mark.parametrize(("answer", "gold"), [
+    ("142857.1", "\\frac{1000000}{7}"), ("142857.143", "\\frac{1000000}{7}"), ("0.333333", "\\frac13"),
+    ("0.6666667", "\\frac{2}{3}"), ("4.666666667", "\\frac{14}{3}"), ("3.14159", "\\pi"),
+    ("3141592.65", "10^6\\pi"), ("33.3333333\\%", "\\frac13"), ("1.414214", "\\sqrt2"),
+])
+def test_a_decimal_that_rounds_the_gold_passes(answer: str, gold: str) -> None:
+    assert equivalent(answer, gold)
+
+
+# Hedges inside one answer: two values, a negation, a range, a disjunction.
+HEDGES_INSIDE = [
+    ("\\boxed{41 = x = 42}", "42"),  # finding
+    ("The answer is 5 or six", "5"),  # finding
+    ("\\boxed{42 \\text{ is not correct}}", "42"),  # finding
+    ("\\boxed{x = 42 = 41}", "42"),
+    ("\\boxed{6 = x = 5}", "5"),
+    ("\\boxed{x = 42 = y = 41}", "42"),
+    ("\\boxed{41 \\pm 1}", "42"),
+    ("\\boxed{42 \\pm 1}", "42"),
+    ("The answer is between 41 and 42.", "42"),
+    ("\\boxed{41 < x < 43}", "42"),
+    ("\\boxed{41, 42}", "42"),
+    ("\\boxed{\\{41, 42\\}}", "42"),
+    ("\\boxed{41 \\lor 42}", "42"),
+    ("\\boxed{41 \\vee 42}", "42"),
+    ("\\boxed{42 \\text{ or } 41}", "42"),
+    ("\\boxed{42 \\text{ or more}}", "42"),
+    ("\\boxed{42 \\text{ at most}}", "42"),
+    ("\\boxed{42 \\text{ (maybe)}}", "42"),
+    ("\\boxed{42 \\text{ is wrong}}", "42"),
+    ("\\boxed{\\text{not } 42}", "42"),
+    ("The answer is not 42", "42"),
+    ("The answer is 42 or 41", "42"),
+    ("The answer is 42, not 41", "42"),
+    ("The answer is 5 or maybe 6", "5"),
+    ("The answer is 5 apples or 6 apples", "5"),
+    ("The answer is 5 but possibly 6", "5"),
+    ("The answer is either 5 or 6", "5"),
+    ("The answer is 42 at least", "42"),
+    ("\\boxed{42 \\neq 41}", "42"),
+    ("\\boxed{41 \\approx 42}", "42"),
+]
+
+
+@pytest.mark.parametrize(("response", "gold"), HEDGES_INSIDE)
+def test_a_hedge_inside_one_answer_does_not_pay(response: str, gold: str) -> None:
+    assert _score(response, gold, raw=True) == 0.0
+
+
+@pytest.mark.parametrize(("response", "gold"), [
+    ("\\boxed{x = 2 + 3 = 5}", "5"), ("\\boxed{x = 5 = 5.0}", "5"), ("\\boxed{a = b = 5}", "5"),
+    ("\\boxed{y = 2x + 3 = 3 + 2x}", "y = 2x + 3"), ("\\boxed{x = 0.333333 = \\frac{1}{3}}", "\\frac13"),
+    ("The answer is 72 apples.", "72"), ("The answer is 18 red apples", "18"), ("The answer is 5 more apples", "5"),
+    ("\\boxed{5 \\text{ cm}}", "5"), ("The answer is 41 and 42.", "41, 42"),
+])
+def test_worked_chains_and_counted_answers_still_pass(response: str, gold: str) -> None:
+    assert _score(response, gold, raw=True) == 1.0
+
+
+def _score(answer: str, gold: str, raw: bool = False) -> float | None:
+    response = answer if raw else f"\\boxed{{{answer}}}"
+    return MathReward().score([Sample(prompt="q", response=response, reference=gold)])[0].value

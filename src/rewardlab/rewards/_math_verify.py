@@ -337,15 +337,16 @@ def _chain_values_agree(chain: Chain, rules: Rules) -> bool:
 
 
 def _chain_equal(p: Answer, g: Answer, rules: Rules) -> Verdict:
-    """A chain `a = b = c` answers as its last equation (`b = c`), or as its value when the gold is no equation;
-    only when every value it states agrees."""
+    """A chain `a = b = c` answers as its name and last value (`a = c`, else `b = c`), or as its value when the gold
+    is no equation; only when every value it states agrees."""
     if isinstance(g, Chain):
         return Verdict(False, "chain")  # a gold chain is no answer form: only the identical chain matches
     assert isinstance(p, Chain)
     if not _chain_values_agree(p, rules):
         return Verdict(False, "chain", reason="the answer states two different values in one chain of equalities")
-    if isinstance(g, Equation):
-        return _answer_equal(Equation(p.items[-2], p.items[-1]), g, rules)
+    if isinstance(g, Equation):  # `y = 2x+3 = 3+2x`: the named side against the last value
+        first = p.items[0] if _is_name(p.items[0]) else p.items[-2]
+        return _answer_equal(Equation(first, p.items[-1]), g, rules)
     values = [node for node in p.items if not _is_name(node)]
     return _answer_equal(Expr(values[-1]), g, rules) if values else Verdict(False, "chain")
 
