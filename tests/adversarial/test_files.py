@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewardlab.jsonl import MAX_DEPTH, iter_jsonl
-from rewardlab.data.scoring import OutputIsInputError, score_jsonl
+from rewardlab.runtime.files import OutputIsInputError, score_jsonl
 from rewardlab.types import Reward, Sample, Score, coerce_score
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +16,15 @@ from rich.table import Table
 
 from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console, progress_bar, stdout
 from rewardlab.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
-from rewardlab.data.scoring import (
+from rewardlab.registry import SpecError, available, combinators, load
+from rewardlab.runtime.files import (
     MalformedInputError,
     OutputIsInputError,
+    RayScoring,
     ScoringSummary,
     check_output_is_not_input,
     score_jsonl,
 )
-from rewardlab.registry import SpecError, available, combinators, load
-from rewardlab.types import Sample, Score
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -76,6 +80,38 @@ def summary_table(summary: ScoringSummary, title: str) -> Table:
     return table
 
 
+class TerminatedError(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that everything unwinds: the temporary output file is
+    removed and the sandbox's runs in flight are killed and their cgroups removed (exit status 143)."""
+
+
+def _unwind_on_sigterm(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`run` with SIGTERM turned into `TerminatedError` (exit 143) and Ctrl-C left a KeyboardInterrupt (exit 130);
+    a second signal during the clean-up is ignored, so the clean-up finishes."""
+
+    def on_signal(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise TerminatedError() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    @functools.wraps(run)
+    def guarded(args: argparse.Namespace) -> int:
+        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+            return run(args)
+        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return run(args)
+        except TerminatedError:
+            console.print("[yellow]terminated[/]")
+            return 143
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    return guarded
+
+
+@_unwind_on_sigterm
 def run_score(args: argparse.Namespace) -> int:
     """Score a file; exit 1 on a bad spec, a missing file, or a malformed line with --on-error fail."""
     check_input_file(args.input, "--input")
@@ -141,23 +177,13 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def _ray_scoring(args: argparse.Namespace) -> dict[str, Any]:
-    """`score_jsonl` options that hand the scoring to Ray Data (`--ray`): a scorer and a large window."""
+    """`score_jsonl`'s `ray` option for `--ray`: each actor loads the spec itself (a spec travels, a model not)."""
     if not args.ray:
         return {}
     if args.ray_actors < 1:
         raise CLIError(f"--ray-actors must be >= 1, got {args.ray_actors}")
-    from rewardlab.serve.ray_data import score_samples_ray
-
-    runtime = {"workers": args.workers, "timeout": args.timeout}
-
-    def scorer(samples: list[Sample]) -> list[Score]:
-        try:
-            return score_samples_ray(args.reward, samples, batch_size=args.batch_size, actors=args.ray_actors,
-                                     runtime=runtime)
-        except RuntimeError as error:  # ray is not installed
-            raise CLIError(str(error)) from None
-
-    return {"batch_scorer": scorer, "window": 65536}
+    return {"ray": RayScoring(functools.partial(load, args.reward), actors=args.ray_actors, workers=args.workers,
+                              timeout=args.timeout)}
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""Score a JSONL file with any `Reward`: streaming, batched, atomic output, malformed lines reported by number.
+"""Score a JSONL file with any `Reward`: streaming, batched, atomic output, malformed lines reported by number;
+locally (`runtime.batching.score_in_batches`) or on Ray Data (`RayScoring`), chosen here.
 
 The output may be a `.jsonl.gz` (written compressed), `-` (standard output) or a FIFO; it may never be the input
 (the same path, a hard link or a symbolic link to it): an atomic replace would destroy the skipped lines.
@@ -17,6 +18,9 @@ from typing import Any, Literal
 from rewardlab.jsonl import STDIN, atomic_writer, descriptor_of, dumps_row, iter_jsonl
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import Reward, Sample, Score
+
+RAY_WINDOW = 65536
+"""Rows handed to Ray Data at a time when scoring a file on Ray (the local path reads `batch_size` at a time)."""
 
 
 class MalformedInputError(ValueError):
@@ -55,6 +59,34 @@ def check_output_is_not_input(input_path: str | Path, output_path: str | Path) -
             f"output {output_path} is the input file {input_path} (same file, hard link or symbolic link): "
             "writing it would destroy the input; choose another output path"
         )
+
+
+@dataclass(frozen=True)
+class RayScoring:
+    """Score on Ray Data instead of in this process: `actors` Ray actors, each with the reward `build()` returns
+    (picklable: `functools.partial(rewardlab.load, spec)`), configured with `workers` and `timeout` when set."""
+
+    build: Callable[[], Reward]
+    actors: int = 2
+    workers: int | None = None
+    timeout: float | None = None
+    window: int = RAY_WINDOW
+
+    def __post_init__(self) -> None:
+        if self.actors < 1:
+            raise ValueError(f"Ray actors must be >= 1, got {self.actors}")
+        if self.window < 1:
+            raise ValueError(f"Ray window must be >= 1, got {self.window}")
+
+    def scorer(self, batch_size: int) -> Callable[[list[Sample]], list[Score]]:
+        """A batch scorer that runs each window of samples through `runtime.ray_data.score_samples_ray`."""
+        from rewardlab.runtime.ray_data import score_samples_ray
+
+        def score(samples: list[Sample]) -> list[Score]:
+            return score_samples_ray(self.build, samples, batch_size=batch_size, actors=self.actors,
+                                     workers=self.workers, timeout=self.timeout)
+
+        return score
 
 
 @dataclass
@@ -129,7 +161,7 @@ def parse_sample(row: Any) -> Sample:
 
 
 def score_jsonl(
-    reward: Reward | None,
+    reward: Reward,
     input_path: str | Path,
     output_path: str | Path,
     *,
@@ -137,14 +169,13 @@ def score_jsonl(
     on_error: Literal["skip", "fail"] = "skip",
     on_progress: Callable[[int], None] | None = None,
     on_skip: Callable[[int, str], None] | None = None,
-    batch_scorer: Callable[[list[Sample]], list[Score]] | None = None,
-    window: int | None = None,
+    ray: RayScoring | None = None,
 ) -> ScoringSummary:
     """Score every row of `input_path` and write each row plus `"score"` to `output_path` (atomically).
 
-    Samples are scored `window` rows at a time (default `batch_size`) by `batch_scorer` (default:
-    `runtime.batching.score_in_batches(reward, ..., batch_size=batch_size)`); `rewardlab score --ray` passes
-    `rewardlab.serve.ray_data.score_samples_ray` and a large window, so both write the same file.
+    Samples are scored `batch_size` rows at a time by `runtime.batching.score_in_batches(reward, ...)`, or with
+    `ray` `ray.window` rows at a time on Ray Data (`rewardlab score --ray`); both write the same file.
+    `on_progress(n)` after each window of `n` rows, `on_skip(line, reason)` for each skipped line.
 
     Rows: `{"prompt": str | messages, "response": str, "reference": any, ...}`; other fields pass through.
     A malformed line is skipped and reported (`on_error="skip"`) or stops the run with `MalformedInputError`
@@ -155,15 +186,13 @@ def score_jsonl(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if on_error not in ("skip", "fail"):
         raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
-    if window is not None and window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
     check_output_is_not_input(input_path, output_path)
     summary = ScoringSummary()
     batch: list[tuple[dict[str, Any], Sample]] = []
-    if batch_scorer is None and reward is None:
-        raise ValueError("score_jsonl needs a reward or a batch_scorer")
-    scorer = batch_scorer or (lambda samples: score_in_batches(reward, samples, batch_size=batch_size))  # type: ignore[arg-type]
-    limit = window or batch_size
+    if ray is not None:
+        scorer, limit = ray.scorer(batch_size), ray.window
+    else:
+        scorer, limit = (lambda samples: score_in_batches(reward, samples, batch_size=batch_size)), batch_size
 
     def flush(handle: Any) -> None:
         scores = scorer([sample for _, sample in batch])
