@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardlab.data.encoding import collate_encoded, encode_pair, encode_sample
+from rewardlab.data.encoding import collate_encoded, encode_pair, encode_sample, prompt_floor
 from rewardlab.data.templates import (
     CHAT_TEMPLATE_NAME,
     PLAIN_PAIR_TEMPLATE_NAME,
@@ -170,10 +170,21 @@ def test_prompt_left_then_cuts_tokens_from_the_left(bert: Any) -> None:
     assert (encoded.prompt_tokens_dropped, encoded.response_tokens_dropped) == (14, 0)
 
 
-def test_response_cut_from_the_right_only_when_it_alone_is_too_long(bert: Any) -> None:
+def test_response_is_cut_before_the_prompt_goes_below_its_floor(bert: Any) -> None:
+    # budget 5 - 3 specials = 2: the prompt keeps its floor (max(1, 2 // 4) = 1 token), the response the rest
     encoded = encode_sample(bert, CONVERSATION, "it is four", max_length=5)
-    assert tokens(bert, encoded.input_ids) == ["[CLS]", "[SEP]", "it", "is", "[SEP]"]
-    assert (encoded.prompt_tokens_dropped, encoded.response_tokens_dropped, encoded.prompt_turns_dropped) == (17, 1, 3)
+    assert tokens(bert, encoded.input_ids) == ["[CLS]", "two", "[SEP]", "it", "[SEP]"]
+    assert (encoded.prompt_tokens_dropped, encoded.response_tokens_dropped, encoded.prompt_turns_dropped) == (16, 2, 2)
+    # budget 23 - 3 = 20, floor 5: a 30-token response keeps 15 tokens, the prompt its last 5
+    long = " ".join(["yes"] * 30)
+    cut = encode_sample(bert, CONVERSATION, long, max_length=23)
+    assert tokens(bert, cut.input_ids) == ["[CLS]", "what", "is", "two", "plus", "two", "[SEP]", *["yes"] * 15, "[SEP]"]
+    assert (cut.prompt_tokens, cut.response_tokens, cut.response_tokens_dropped) == (5, 15, 15)
+    assert cut.cut() == {"prompt_tokens_dropped": 12, "response_tokens_dropped": 15, "prompt_turns_dropped": 2}
+
+
+def test_prompt_floor() -> None:
+    assert [prompt_floor(b) for b in (0, 1, 2, 3, 4, 7, 8, 509)] == [0, 1, 1, 1, 1, 1, 2, 127]
 
 
 def test_system_message_is_kept_while_other_turns_remain(bert: Any) -> None:
@@ -257,7 +268,7 @@ PROMPTS = st.one_of(TEXT, MESSAGES)
 @pytest.mark.parametrize(("which", "n_head"), [("bert", 1), ("chat", 1), ("bos_eos_plain", 1), ("gpt2_like", 0)])
 @settings(max_examples=60, deadline=None)
 @given(prompt=PROMPTS, response=TEXT, max_length=st.integers(1, 48), policy=st.sampled_from(["prompt_left", "right"]))
-def test_never_longer_than_max_length_and_response_whole_when_it_fits(
+def test_never_longer_than_max_length_prompt_floor_kept_and_response_whole_when_it_fits(
     which: str, n_head: int, request: pytest.FixtureRequest, prompt: Any, response: str, max_length: int, policy: str
 ) -> None:
     """n_head: special tokens before the prompt ([CLS] or BOS)."""
@@ -270,8 +281,13 @@ def test_never_longer_than_max_length_and_response_whole_when_it_fits(
     assert encoded.truncated == (len(encoded.input_ids) < len(full.input_ids))
     if len(full.input_ids) <= max_length:
         assert encoded == full
-    if policy == "prompt_left" and len(full.input_ids) - full.prompt_tokens <= max_length:
-        # response + special tokens fit: the response is whole and ends the sequence exactly as untruncated
+    fixed = len(full.input_ids) - full.prompt_tokens - full.response_tokens
+    floor = min(full.prompt_tokens, prompt_floor(max(max_length - fixed, 0)))
+    if policy == "prompt_left" and max_length > fixed:
+        assert encoded.prompt_tokens >= floor  # the prompt is never cut below its floor, whatever the response
+    if policy == "prompt_left" and fixed + full.response_tokens + floor <= max_length:
+        # response + special tokens + the prompt's floor fit: the response is whole and ends the sequence exactly
+        # as untruncated
         assert encoded.response_tokens_dropped == 0
         n_end = len(full.input_ids) - full.prompt_tokens - n_head
         assert encoded.input_ids[len(encoded.input_ids) - n_end :] == full.input_ids[len(full.input_ids) - n_end :]

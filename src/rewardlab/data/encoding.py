@@ -1,19 +1,30 @@
-"""Prompt + response → token ids for a reward model, truncated so that every pair is kept.
+"""Prompt + response → token ids for a reward model, truncated so that the model always reads the real prompt.
 
 `encode_sample` renders the text with the tokenizer's own chat template when it has one, else the plain
 template of `rewardlab.data.templates` (BERT-like tokenizers: prompt as segment A, response as segment B).
+
+Text from the user is literal text (issue 16): a prompt's message contents and the response are tokenized with
+`split_special_tokens=True`, so `</s>`, `[SEP]`, `<|im_start|>` or any special-token string written in them is
+ordinary characters, never a control id. Only the template's own markers (and the tokenizer's BOS/CLS/SEP/EOS)
+are control tokens. Benign text (no special-token string in it) gets exactly the ids it always had.
+
 Truncation policies:
 
-- `"prompt_left"` (default): the response is kept whole whenever it fits with the special tokens; the prompt
-  loses its oldest turns first (a leading system message is kept while other turns remain), then tokens from
-  its left. Only when the response alone exceeds the budget is it cut from the right (and the prompt emptied).
-- `"right"`: plain right truncation of the prompt + response content (the special tokens are kept).
+- `"prompt_left"` (default): the prompt keeps a floor of `prompt_floor(budget)` tokens (a quarter of the
+  content budget, or the whole prompt when shorter); the response is cut from the right first, down to what is
+  left; then the prompt loses its oldest turns (a leading system message is kept while other turns remain), then
+  tokens from its left, down to the room the response leaves. The prompt is never cut to nothing.
+- `"right"`: plain right truncation of the prompt + response content (the special tokens are kept): the
+  response goes first, then the prompt's tail.
 
 Whatever is cut is counted in the returned `EncodedSample`; the result never exceeds `max_length` tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +46,14 @@ if TYPE_CHECKING:
 TRUNCATION_POLICIES = ("prompt_left", "right")
 """Accepted values of `truncation`."""
 
+PROMPT_FLOOR_SHARE = 4
+"""The prompt keeps at least 1/PROMPT_FLOOR_SHARE of the content budget (or all of itself when shorter)."""
+
+
+def prompt_floor(budget: int) -> int:
+    """Prompt tokens kept at least, for a content budget of `budget` tokens: a quarter, at least 1 (0 for 0)."""
+    return max(1, budget // PROMPT_FLOOR_SHARE) if budget > 0 else 0
+
 
 @dataclass
 class EncodedSample:
@@ -55,6 +74,12 @@ class EncodedSample:
         """All ones (no padding inside one sample)."""
         return [1] * len(self.input_ids)
 
+    def cut(self) -> dict[str, int]:
+        """What truncation removed, for `Score.info`: prompt/response tokens and prompt turns dropped."""
+        return {"prompt_tokens_dropped": self.prompt_tokens_dropped,
+                "response_tokens_dropped": self.response_tokens_dropped,
+                "prompt_turns_dropped": self.prompt_turns_dropped}
+
     def __len__(self) -> int:
         return len(self.input_ids)
 
@@ -71,16 +96,80 @@ class _SpecialLayout:
 
 
 _LAYOUT_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, _SpecialLayout]] = weakref.WeakKeyDictionary()
+_SPECIAL_CACHE: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
 _PROBE_A = "hello"
 _PROBE_B = "world"
+#: transformers keeps `split_special_tokens` as state on the Rust tokenizer: calls that set it are serialised.
+_TOKENIZE_LOCK = threading.RLock()
+#: Stand-in for message contents while a chat template renders (private-use characters no template writes).
+_PLACEHOLDER = "\ue000rewardlab-content-{}\ue001"
+_PLACEHOLDER_RE = re.compile("\ue000rewardlab-content-(\\d+)\ue001")
 
 
-def _ids(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of `text` without special tokens (a chat template's literal special tokens are still parsed)."""
+def literal_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of user text as literal text: special-token strings in it (`</s>`, `[SEP]`…) never become
+    control ids (`split_special_tokens=True`); no special tokens are added."""
     if not text:
         return []
-    encoded = tokenizer(text, add_special_tokens=False, verbose=False)
+    with _TOKENIZE_LOCK:
+        encoded = tokenizer(text, add_special_tokens=False, split_special_tokens=True, verbose=False)
     return list(encoded["input_ids"])
+
+
+def _markup_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of template text: its special-token strings are the control tokens they name."""
+    if not text:
+        return []
+    with _TOKENIZE_LOCK:
+        encoded = tokenizer(text, add_special_tokens=False, split_special_tokens=False, verbose=False)
+    return list(encoded["input_ids"])
+
+
+def special_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of the tokenizer's special tokens (BOS, EOS, SEP…, and added tokens marked special: chat markers)."""
+    try:
+        cached = _SPECIAL_CACHE.get(tokenizer)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    ids = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
+    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    ids.update(int(i) for i, token in decoder.items() if getattr(token, "special", False))
+    found = frozenset(ids)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: computed every time
+        _SPECIAL_CACHE[tokenizer] = found
+    return found
+
+
+def _segments_ids(tokenizer: Any, segments: Sequence[tuple[str, bool]]) -> list[int]:
+    """Token ids of template text interleaved with user text (`(text, is_user)` pieces): the whole text as one
+    string when no special token comes from user text (the ids a benign sample always had), else piece by piece,
+    user pieces literal."""
+    text = "".join(piece for piece, _ in segments)
+    if not text:
+        return []
+    if getattr(tokenizer, "is_fast", False):
+        with _TOKENIZE_LOCK:
+            encoded = tokenizer(text, add_special_tokens=False, split_special_tokens=False,
+                                return_offsets_mapping=True, verbose=False)
+        spans: list[tuple[int, int]] = []
+        at = 0
+        for piece, user in segments:
+            if user and piece:
+                spans.append((at, at + len(piece)))
+            at += len(piece)
+        specials = special_ids(tokenizer)
+        clean = not any(
+            token in specials and any(start < b and a < end for a, b in spans)
+            for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
+        )
+        if clean:
+            return list(encoded["input_ids"])
+    ids: list[int] = []
+    for piece, user in segments:
+        ids.extend(literal_ids(tokenizer, piece) if user else _markup_ids(tokenizer, piece))
+    return ids
 
 
 def _find(haystack: Sequence[int], needle: Sequence[int], start: int = 0) -> int:
@@ -100,10 +189,12 @@ def _special_layout(tokenizer: Any, pair: bool) -> _SpecialLayout:
         cached = {}
     if pair in cached:
         return cached[pair]
-    ids_a = _ids(tokenizer, _PROBE_A)
+    ids_a = literal_ids(tokenizer, _PROBE_A)
     if pair:
-        ids_b = _ids(tokenizer, _PROBE_B)
-        encoded = tokenizer(_PROBE_A, _PROBE_B, add_special_tokens=True, verbose=False)
+        ids_b = literal_ids(tokenizer, _PROBE_B)
+        with _TOKENIZE_LOCK:
+            encoded = tokenizer(_PROBE_A, _PROBE_B, add_special_tokens=True, split_special_tokens=False,
+                                verbose=False)
         full = list(encoded["input_ids"])
         i = _find(full, ids_a)
         j = -1
@@ -122,7 +213,9 @@ def _special_layout(tokenizer: Any, pair: bool) -> _SpecialLayout:
             type_b=int(types[j]) if types is not None else None,
         )
     else:
-        full = list(tokenizer(_PROBE_A, add_special_tokens=True, verbose=False)["input_ids"])
+        with _TOKENIZE_LOCK:
+            full = list(tokenizer(_PROBE_A, add_special_tokens=True, split_special_tokens=False,
+                                  verbose=False)["input_ids"])
         i = _find(full, ids_a)
         if i < 0:
             raise ValueError(f"cannot locate the text in the tokenizer's encoding {full}")
@@ -156,39 +249,61 @@ def _render_chat(tokenizer: Any, messages: list[Message], *, add_generation_prom
     return str(rendered)
 
 
-def _chat_prefix_text(tokenizer: Any, messages: list[Message]) -> str:
-    """The chat template's rendering of the prompt followed by the assistant header."""
-    if not messages:
-        return ""
-    return _render_chat(tokenizer, messages, add_generation_prompt=True)
+def _chat_segments(tokenizer: Any, messages: list[Message], *, add_generation_prompt: bool
+                   ) -> list[tuple[str, int | None]]:
+    """The chat template's rendering as pieces: `(template text, None)` and `(content, message index)`.
+
+    The template renders placeholders, never the contents, so no user text can close or open a template marker;
+    the contents are put back as literal pieces.
+    """
+    stand_ins: list[Message] = [{"role": m["role"], "content": _PLACEHOLDER.format(i)} for i, m in enumerate(messages)]
+    rendered = _render_chat(tokenizer, stand_ins, add_generation_prompt=add_generation_prompt)
+    pieces: list[tuple[str, int | None]] = []
+    at = 0
+    for match in _PLACEHOLDER_RE.finditer(rendered):
+        pieces.append((rendered[at : match.start()], None))
+        index = int(match.group(1))
+        if index >= len(messages):
+            raise ValueError(f"the tokenizer's chat template rendered an unknown message placeholder {index}")
+        pieces.append((messages[index]["content"], index))
+        at = match.end()
+    pieces.append((rendered[at:], None))
+    if any("\ue000" in text or "\ue001" in text for text, index in pieces if index is None):
+        raise ValueError("the tokenizer's chat template rewrites message contents (a placeholder came out altered); "
+                         "rewardlab cannot tell the template's markers from the user's text")
+    return [(text, index) for text, index in pieces if text or index is not None]
 
 
-def _chat_parts(tokenizer: Any, messages: list[Message], response: str) -> tuple[_Parts, str]:
-    """Split the chat-template rendering into [BOS] + prompt + response + closing tokens; returns parts and prefix."""
-    full_text = _render_chat(tokenizer, [*messages, {"role": "assistant", "content": response}])
-    prefix_text = _chat_prefix_text(tokenizer, messages)
-    if not full_text.startswith(prefix_text):
-        plain_prefix = _render_chat(tokenizer, messages) if messages else ""
-        if full_text.startswith(plain_prefix):
-            prefix_text = plain_prefix
-        else:
-            at = full_text.rfind(response) if response else len(full_text)
-            prefix_text = full_text[: max(at, 0)]
-    suffix_text = full_text[len(prefix_text) :]
-    at = suffix_text.rfind(response) if response else -1
-    if at >= 0:
-        response_text, tail_text = suffix_text[: at + len(response)], suffix_text[at + len(response) :]
-    else:
-        response_text, tail_text = suffix_text, ""
-    prompt_ids = _ids(tokenizer, prefix_text)
-    head: list[int] = []
+def _strip_bos(tokenizer: Any, ids: list[int]) -> tuple[list[int], list[int]]:
+    """(`[BOS]` or `[]`, the rest): a chat template's leading BOS is a fixed special token, not prompt."""
     bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is not None and prompt_ids and prompt_ids[0] == bos:
-        head, prompt_ids = [bos], prompt_ids[1:]
-    response_ids = _ids(tokenizer, response_text)
-    if not prompt_ids and not head and bos is not None and response_ids and response_ids[0] == bos:
-        head, response_ids = [bos], response_ids[1:]
-    return _Parts(head, prompt_ids, [], response_ids, _ids(tokenizer, tail_text)), prefix_text
+    if bos is not None and ids and ids[0] == bos:
+        return [bos], ids[1:]
+    return [], ids
+
+
+def _chat_prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
+    """The chat template's prompt and assistant header (contents literal), without a leading BOS."""
+    if not messages:
+        return []
+    pieces = _chat_segments(tokenizer, messages, add_generation_prompt=True)
+    return _strip_bos(tokenizer, _segments_ids(tokenizer, [(t, i is not None) for t, i in pieces]))[1]
+
+
+def _chat_parts(tokenizer: Any, messages: list[Message], response: str) -> _Parts:
+    """Split the chat-template rendering into [BOS] + prompt + response + closing tokens (user text literal)."""
+    conversation: list[Message] = [*messages, {"role": "assistant", "content": response}]
+    pieces = _chat_segments(tokenizer, conversation, add_generation_prompt=False)
+    last = len(messages)
+    at = next((k for k, (_, index) in enumerate(pieces) if index == last), None)
+    if at is None:  # the template dropped the response (empty, or not rendered): everything is prompt
+        before, after = pieces, []
+    else:
+        before, after = pieces[:at], pieces[at + 1 :]
+    head, prompt_ids = _strip_bos(tokenizer, _segments_ids(tokenizer, [(t, i is not None) for t, i in before]))
+    response_ids = literal_ids(tokenizer, response) if at is not None else []
+    tail = _segments_ids(tokenizer, [(t, i is not None) for t, i in after])
+    return _Parts(head, prompt_ids, [], response_ids, tail)
 
 
 def _plain_prompt_text(messages: list[Message], pair: bool) -> str:
@@ -200,9 +315,12 @@ def _plain_prompt_text(messages: list[Message], pair: bool) -> str:
     return render_plain_prompt(messages) + ASSISTANT_PREFIX.rstrip()
 
 
-def _prompt_text(tokenizer: Any, messages: list[Message], chat: bool, pair: bool) -> str:
-    """The prompt alone as the template renders it (for re-rendering after dropping turns)."""
-    return _chat_prefix_text(tokenizer, messages) if chat else _plain_prompt_text(messages, pair)
+def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """The prompt's token ids as `encode_sample` feeds it (chat template with the assistant header, or the plain
+    template), user text literal, without the tokenizer's leading special tokens."""
+    messages = prompt_messages(prompt)
+    chat = has_chat_template(tokenizer)
+    return _PromptCache(tokenizer, messages, chat, not chat and is_pair_encoder(tokenizer)).full()
 
 
 class _PromptCache:
@@ -219,9 +337,9 @@ class _PromptCache:
         self._versions: list[list[Message]] | None = None
 
     def _tokenize(self, messages: list[Message]) -> list[int]:
-        ids = _ids(self.tokenizer, _prompt_text(self.tokenizer, messages, self.chat, self.pair))
-        bos = getattr(self.tokenizer, "bos_token_id", None)
-        return ids[1:] if self.chat and bos is not None and ids and ids[0] == bos else ids
+        if self.chat:
+            return _chat_prompt_ids(self.tokenizer, messages)
+        return literal_ids(self.tokenizer, _plain_prompt_text(messages, self.pair))
 
     def full(self) -> list[int]:
         """Ids of the whole prompt (without a chat template's leading BOS)."""
@@ -289,6 +407,27 @@ def encode_sample(
     return _encode(tokenizer, prompt, response, max_length=max_length, truncation=truncation, cache=None)
 
 
+def _fit(parts: _Parts, budget: int, truncation: str, cache: _PromptCache) -> tuple[list[int], list[int], int]:
+    """(prompt ids, response ids, turns dropped) within `budget` content tokens, as the policy says."""
+    prompt_ids, response_ids = parts.prompt, parts.response
+    n_prompt, n_response = len(prompt_ids), len(response_ids)
+    if n_prompt + n_response <= budget:
+        return prompt_ids, response_ids, 0
+    if truncation == "right":
+        return prompt_ids[:budget], response_ids[: max(budget - n_prompt, 0)], 0
+    floor = min(n_prompt, prompt_floor(budget))
+    response_ids = response_ids[: budget - floor]
+    prompt_budget = budget - len(response_ids)
+    if n_prompt <= prompt_budget:
+        return prompt_ids, response_ids, 0
+    turns_dropped = 0
+    if cache.versions():  # drop the oldest turns first
+        turns_dropped, prompt_ids = cache.fit(prompt_budget)
+    if len(prompt_ids) > prompt_budget:
+        prompt_ids = prompt_ids[len(prompt_ids) - prompt_budget :]
+    return prompt_ids, response_ids, turns_dropped
+
+
 def _encode(
     tokenizer: Any, prompt: Prompt, response: str, *, max_length: int, truncation: str, cache: _PromptCache | None
 ) -> EncodedSample:
@@ -305,37 +444,23 @@ def _encode(
     if cache is None:
         cache = _PromptCache(tokenizer, messages, chat, pair)
     if chat:
-        parts, _ = _chat_parts(tokenizer, messages, response)
+        parts = _chat_parts(tokenizer, messages, response)
     elif pair:
         layout = _special_layout(tokenizer, pair=True)
         parts = _Parts(
             list(layout.head), cache.full(), list(layout.middle),
-            _ids(tokenizer, response), list(layout.tail), layout.type_a, layout.type_b,
+            literal_ids(tokenizer, response), list(layout.tail), layout.type_a, layout.type_b,
         )
     else:
         layout = _special_layout(tokenizer, pair=False)
         parts = _Parts(
             list(layout.head), cache.full(), [],
-            _ids(tokenizer, " " + response if response else ""), list(layout.tail),
+            literal_ids(tokenizer, " " + response if response else ""), list(layout.tail),
         )
     n_prompt, n_response = len(parts.prompt), len(parts.response)
     fixed = len(parts.head) + len(parts.middle) + len(parts.tail)
     budget = max(max_length - fixed, 0)
-    prompt_ids, response_ids, turns_dropped = parts.prompt, parts.response, 0
-    if n_prompt + n_response > budget:
-        if truncation == "right":
-            response_ids = response_ids[: max(budget - n_prompt, 0)]
-            prompt_ids = prompt_ids[:budget]
-        elif n_response > budget:
-            response_ids, prompt_ids, turns_dropped = response_ids[:budget], [], len(messages)
-        else:
-            prompt_budget = budget - n_response
-            if prompt_budget > 0:
-                turns_dropped, prompt_ids = cache.fit(prompt_budget)
-            if len(prompt_ids) > prompt_budget:
-                prompt_ids = prompt_ids[len(prompt_ids) - prompt_budget :] if prompt_budget > 0 else []
-                if not prompt_ids:
-                    turns_dropped = len(messages)
+    prompt_ids, response_ids, turns_dropped = _fit(parts, budget, truncation, cache)
     input_ids = [*parts.head, *prompt_ids, *parts.middle, *response_ids, *parts.tail]
     token_type_ids: list[int] | None = None
     if pair and parts.type_a is not None and parts.type_b is not None:
@@ -347,6 +472,8 @@ def _encode(
         kept_content = max(max_length - len(parts.head), 0)
         prompt_ids = prompt_ids[:kept_content]
         response_ids = response_ids[: max(kept_content - len(prompt_ids) - len(parts.middle), 0)]
+    if n_prompt and not prompt_ids:
+        turns_dropped = len(messages)
     prompt_dropped = max(n_prompt - len(prompt_ids), 0)
     response_dropped = n_response - len(response_ids)
     return EncodedSample(

@@ -6,7 +6,10 @@ id (`owner/name`, `owner/name@revision`) where a hub is reachable — a local fo
 torch and transformers are imported when the reward is built, not when the registry is scanned.
 
 Failure semantics (issue 8): every string response is scorable, so it gets a value and the reward always
-applies. An over-long sample is truncated (`truncation`, `max_length`), never an error; lone surrogates in the
+applies. An over-long sample is truncated (`truncation`, `max_length`), never an error: the response is cut
+before the prompt goes below its floor, text in the prompt and response is literal (special-token strings in it
+are characters, never control tokens; `rewardlab.data.encoding`), and `info` counts what was cut
+(`prompt_tokens_dropped`, `response_tokens_dropped`, `prompt_turns_dropped`); lone surrogates in the
 response (text no decoder writes, but a hostile client can send) are replaced by U+FFFD before tokenizing,
 with `info["reason"]` saying so. A learned reward has no failing value (`failure_value` None: the scale is
 unbounded), so what is left as `error` is never the response's doing: a prompt that is not valid Unicode,
@@ -275,7 +278,8 @@ class ModelReward(HeldState, Reward):
             for j, i in enumerate(positions):
                 value = (float(out.rewards[j]) - mean) / std
                 objectives = {n: float(out.objectives[j, k]) for k, n in enumerate(names)} if multi else {}
-                info: dict[str, Any] = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated}
+                info: dict[str, Any] = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated,
+                                        **encoded[j].cut()}
                 if i in repaired:
                     info["reason"] = "lone surrogates in the response were replaced by U+FFFD before tokenizing"
                 scores[i] = Score(value=value, objectives=objectives, info=info)
