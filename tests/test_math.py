@@ -271,6 +271,73 @@ def test_last_number_fallback_can_be_switched_off() -> None:
         rewardlab.load({"math": {"last_number": False, "on_missing": "none"}})
 
 
+# ------------------------------------------------------------------- the last-number fallback (issue 23)
+BOXED_PROMPT = "What is 3 + 4? Please reason step by step, and put your final answer within \\boxed{}."
+TRUNCATED = "First, 3 + 4 = 7. Then we check whether 7"  # cut off mid-thought, ending on the gold
+
+
+@pytest.mark.parametrize("prompt", [
+    BOXED_PROMPT, "Answer in <answer></answer> tags: 3 + 4?", "3 + 4? End with 'The answer is N'.",
+    "3 + 4? Box your answer.", "3 + 4? Write the answer after ####.",
+    [{"role": "system", "content": "Put the final answer in \\boxed{}."}, {"role": "user", "content": "3 + 4?"}],
+])
+def test_the_default_fallback_is_off_when_the_prompt_asks_for_a_marked_answer(prompt: object) -> None:
+    score = MathReward().score([Sample(prompt=prompt, response=TRUNCATED, reference="7")])[0]
+    assert score.value == 0.0
+    assert score.objectives == {"correct": 0.0, "format": 0.0, "fallback": 0.0}
+    assert "the prompt asks for a marked answer" in str(score.info["reason"])
+
+
+@pytest.mark.parametrize("prompt", ["What is 3 + 4?", "", "Each box holds 3 apples; 4 more come. How many?"])
+def test_the_default_fallback_fires_for_a_bare_prompt_and_says_so(prompt: str) -> None:
+    score = MathReward().score([Sample(prompt=prompt, response=TRUNCATED, reference="7")])[0]
+    assert score.value == 1.0
+    assert score.objectives == {"correct": 1.0, "format": 0.0, "fallback": 1.0}
+    assert score.info["fallback"] == "last_number" and score.info["extractor"] == "last_number"
+
+
+def test_the_fallback_always_or_never_when_asked() -> None:
+    boxed = Sample(prompt=BOXED_PROMPT, response=TRUNCATED, reference="7")
+    bare = Sample(prompt="What is 3 + 4?", response=TRUNCATED, reference="7")
+    assert [s.value for s in MathReward(last_number=True).score([boxed, bare])] == [1.0, 1.0]
+    assert [s.value for s in MathReward(last_number=False).score([boxed, bare])] == [0.0, 0.0]
+    marked = Sample(prompt=BOXED_PROMPT, response="3 + 4 = 7, so \\boxed{7}", reference="7")
+    assert MathReward().score([marked])[0].objectives == {"correct": 1.0, "format": 1.0, "fallback": 0.0}
+    with pytest.raises(ValueError, match="last_number must be true, false or 'auto', got 'sometimes'"):
+        MathReward(last_number="sometimes")  # type: ignore[arg-type]
+
+
+def test_the_fallback_count_is_the_sum_of_the_fallback_objective() -> None:
+    samples = [Sample(prompt="q", response=r, reference="7") for r in ("so 7", "\\boxed{7}", "7 or 8? 8", "none")]
+    scores = MathReward().score(samples)
+    assert [s.objectives["fallback"] for s in scores] == [1.0, 0.0, 1.0, 0.0]
+    assert [s.info.get("fallback") for s in scores] == ["last_number", None, "last_number", None]
+
+
+def _truncated_gsm8k(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
+    """(question, reasoning cut after each of its lines but the last, gold) for GSM8K solutions: truncated chains."""
+    out = []
+    for row in rows:
+        lines = row["answer"].rsplit("####", 1)[0].rstrip().split("\n")
+        out.extend((row["question"], "\n".join(lines[:k]), gsm8k_gold(row["answer"])) for k in range(1, len(lines)))
+    return out
+
+
+@pytest.mark.real_data
+def test_truncated_gsm8k_reasoning_pays_nothing_when_the_prompt_asks_for_a_boxed_answer(shared_data: Path) -> None:
+    cuts = _truncated_gsm8k(_rows(shared_data / "gsm8k-test.jsonl.gz")[:300])
+    always = MathReward(last_number=True).score([Sample(prompt=q, response=r, reference=g) for q, r, g in cuts])
+    paid = [s for s in always if s.value == 1.0]
+    assert len(cuts) > 700 and len(paid) >= 6  # the finding: truncated chains that end on the gold pay
+    assert all(s.info["fallback"] == "last_number" for s in paid)
+    instructed = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+    default = MathReward().score([Sample(prompt=q + instructed, response=r, reference=g) for q, r, g in cuts])
+    assert sum(s.value == 1.0 for s in default) == 0
+    assert sum(s.objectives["fallback"] for s in default) == 0
+    bare = MathReward().score([Sample(prompt=q, response=r, reference=g) for q, r, g in cuts])
+    assert sum(s.objectives["fallback"] for s in bare) == sum(s.objectives["fallback"] for s in always) > 700
+
+
 def test_format_bonus_and_penalty_values() -> None:
     reward = MathReward(format_bonus=0.2, format_penalty=0.5)
     samples = [
@@ -281,7 +348,7 @@ def test_format_bonus_and_penalty_values() -> None:
     ]
     values = [s.value for s in reward.score(samples)]
     assert values == pytest.approx([1.2, 0.2, 0.5, -0.5])
-    assert reward.score(samples[:1])[0].objectives == {"correct": 1.0, "format": 1.0}
+    assert reward.score(samples[:1])[0].objectives == {"correct": 1.0, "format": 1.0, "fallback": 0.0}
 
 
 def test_references_numbers_lists_and_full_solutions() -> None:
@@ -439,4 +506,4 @@ def test_cli_score_with_math_reward(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     scored = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [row["score"]["value"] for row in scored] == [1.0, 1.0, 0.0, 1.0]
-    assert scored[2]["score"]["objectives"] == {"correct": 0.0, "format": 1.0}
+    assert scored[2]["score"]["objectives"] == {"correct": 0.0, "format": 1.0, "fallback": 0.0}

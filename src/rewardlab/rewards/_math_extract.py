@@ -190,6 +190,30 @@ def extract_visible(text: str, extractors: Sequence[str] = EXTRACTORS) -> tuple[
     return None, None
 
 
+_ASKS_FOR_MARK = re.compile(
+    r"\\boxed|\\fbox|<answer>|\banswer tags?\b|####|\bthe (?:final )?answer is\b"
+    r"|\banswer\b[^.\n]{0,60}\b(?:boxed|in a box)\b|\b(?:boxed|box)\b[^.\n]{0,30}\banswer\b",
+    re.IGNORECASE,
+)
+MAX_PROMPT_SCAN = 100_000
+"""Characters of the prompt (from its end) read by `asks_for_marked_answer`."""
+
+
+def asks_for_marked_answer(prompt: object) -> bool:
+    """Whether the prompt asks for a boxed, tagged, `####` or "The answer is" answer (text or chat messages).
+
+    Such a prompt makes an unmarked response a format failure, so the `math` reward's default (`last_number=
+    "auto"`) does not fall back to the last number in it: truncated reasoning that ends on the gold pays nothing.
+    """
+    if isinstance(prompt, str):
+        text = prompt
+    elif isinstance(prompt, list | tuple):
+        text = "\n".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in prompt)
+    else:
+        return False
+    return _ASKS_FOR_MARK.search(text[-MAX_PROMPT_SCAN:]) is not None
+
+
 def check_extractors(extractors: Sequence[str]) -> tuple[str, ...]:
     """Validate extractor names (the error names the unknown one)."""
     for name in extractors:

@@ -17,6 +17,7 @@ from rewardlab.registry import register
 from rewardlab.rewards._math_extract import (
     EXPLICIT,
     EXTRACTORS,
+    asks_for_marked_answer,
     check_extractors,
     extract_answer,
     extract_visible,
@@ -83,13 +84,17 @@ class MathReward(PerSampleReward):
     """1.0 when the response's final answer is mathematically equivalent to `Sample.reference`, else 0.0.
 
     Options: `tolerance` (relative, for golds with no exact decimal form; 1e-6), `tolerance_for` ("inexact", or
-    "decimal" to also allow it for decimal golds), `last_number` (fall back to the last number in the text;
-    True), `extractors` (order of answer extractors), `format_bonus` / `format_penalty` (added when the answer
-    was explicitly marked — `<answer>`, boxed, ####, "the answer is" — / subtracted when it was not),
-    `symbolic` (sympy fallback; True) and `symbolic_timeout` (seconds of sympy per comparison; 2.0). Thinking
-    (`<think>...</think>`) is never read for the answer. A response with no answer, an unreadable answer or
-    one too costly to compare gets the failing value (0.0 − `format_penalty`) with `info["reason"]` (and
-    `info["limit"]` when a bound stopped it); `error` is only for a missing or malformed reference.
+    "decimal" to also allow it for decimal golds), `last_number` (fall back to the last number in the text when
+    nothing marks the answer: True, False, or "auto" (default) = only when the prompt does not ask for a boxed,
+    tagged or stated answer, see `asks_for_marked_answer`), `extractors` (order of answer extractors),
+    `format_bonus` / `format_penalty` (added when the answer was explicitly marked — `<answer>`, boxed, ####,
+    "the answer is" — / subtracted when it was not), `symbolic` (sympy fallback; True) and `symbolic_timeout`
+    (seconds of sympy per comparison; 2.0). Thinking (`<think>...</think>`) is never read for the answer. A
+    response with no answer, an unreadable answer or one too costly to compare gets the failing value (0.0 −
+    `format_penalty`) with `info["reason"]` (and `info["limit"]` when a bound stopped it); `error` is only for a
+    missing or malformed reference. Objectives: `correct`, `format` (1.0 when the answer was marked) and
+    `fallback` (1.0 when the last-number fallback found it, also `info["fallback"]`): the mean of `fallback` over
+    a run is how often the fallback fired.
     """
 
     name = "math"
@@ -100,7 +105,7 @@ class MathReward(PerSampleReward):
         *,
         tolerance: float = 1e-6,
         tolerance_for: ToleranceFor = "inexact",
-        last_number: bool = True,
+        last_number: bool | Literal["auto"] = "auto",
         extractors: Sequence[str] | None = None,
         on_missing: Literal["zero"] = "zero",
         format_bonus: float = 0.0,
@@ -119,13 +124,16 @@ class MathReward(PerSampleReward):
             )
         if symbolic_timeout <= 0:
             raise ValueError(f"symbolic_timeout must be > 0 seconds, got {symbolic_timeout}")
+        if last_number not in (True, False, "auto"):
+            raise ValueError(f"last_number must be true, false or 'auto', got {last_number!r}")
         chosen = check_extractors(extractors if extractors is not None else EXTRACTORS)
-        if not last_number:
+        if last_number is False:
             chosen = tuple(name for name in chosen if name != "last_number")
         self.tolerance = float(tolerance)
         self.tolerance_for: ToleranceFor = tolerance_for
-        self.last_number = last_number
+        self.last_number: bool | Literal["auto"] = last_number
         self.extractors = chosen
+        self._marked_only = tuple(name for name in chosen if name != "last_number")
         self.format_bonus = float(format_bonus)
         self.format_penalty = float(format_penalty)
         self.symbolic = symbolic
@@ -139,15 +147,19 @@ class MathReward(PerSampleReward):
         if not isinstance(sample.response, str):
             raise TypeError(f"math: Sample.response must be a string, got {type(sample.response).__name__}")
         visible, unclosed = visible_text(sample.response)
-        answer, extractor = extract_visible(visible, self.extractors)
+        fallback_off = self.last_number == "auto" and asks_for_marked_answer(sample.prompt)
+        answer, extractor = extract_visible(visible, self._marked_only if fallback_off else self.extractors)
         formatted = 1.0 if extractor in EXPLICIT else 0.0
+        fallback = 1.0 if extractor == "last_number" else 0.0
         if answer is None:
             reason = "no final answer found"
             if unclosed:
                 reason += " outside the thinking (the <think> block is never closed)"
+            if fallback_off and "last_number" in self.extractors:
+                reason += " (the prompt asks for a marked answer, so the last number in the text is not taken)"
             return Score(
                 value=0.0 - self.format_penalty,
-                objectives={"correct": 0.0, "format": 0.0},
+                objectives={"correct": 0.0, "format": 0.0, "fallback": 0.0},
                 info={"answer": None, "reason": reason},
             )
         verdict = Verdict(False, "none")
@@ -159,8 +171,15 @@ class MathReward(PerSampleReward):
         correct = 1.0 if verdict.equal else 0.0
         value = correct + self.format_bonus * formatted - self.format_penalty * (1.0 - formatted)
         info: dict[str, object] = {"answer": answer, "extractor": extractor, "path": verdict.path}
+        if fallback:
+            info["fallback"] = "last_number"
         if verdict.limit is not None:
             info["limit"] = verdict.limit
         if verdict.reason is not None:
             info["reason"] = verdict.reason
-        return Score(value=value, objectives={"correct": correct, "format": formatted}, info=info)
+        return Score(value=value, objectives={"correct": correct, "format": formatted, "fallback": fallback},
+                     info=info)
+
+    def objective_names(self) -> tuple[str, ...]:
+        """`correct`, `format` (the answer was marked) and `fallback` (the last-number fallback found it)."""
+        return ("correct", "format", "fallback")
