@@ -7,10 +7,14 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rewardlab
+from rewardlab.models.prm import StepsTooLong
 from rewardlab.select import select, vote
 from rewardlab.types import Sample, Score
 
@@ -97,3 +101,65 @@ def test_a_candidate_with_many_boxed_answers_votes_once(tmp_path: Path) -> None:
     stuffed = "\\boxed{5} " * 50
     chosen = select([stuffed, "\\boxed{4}", "\\boxed{4}"], [Score(value=1.0)] * 3, method="vote")
     assert chosen.index == 1  # one candidate is one vote, however many answers it writes
+
+
+# ---------------------------------------------------------------- encoding (issue 16): prompt kept, text literal
+
+PRM_PIECES = ["[SEP]", "[CLS]", "[PAD]", "[MASK]", "[UNK]", " ", "step", "2 + 2 = 4", "so", ".", "["]
+PRM_TEXT = st.lists(st.sampled_from(PRM_PIECES), min_size=1, max_size=30).map("".join)
+
+
+@pytest.fixture(scope="module")
+def bert_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from transformers import AutoTokenizer
+
+    from tests.tiny_models import tiny_bert
+
+    return AutoTokenizer.from_pretrained(tiny_bert(tmp_path_factory.mktemp("prm-tok") / "bert"))
+
+
+def test_long_steps_keep_the_prompt_floor(bert_tokenizer: Any) -> None:
+    from rewardlab.data.encoding import prompt_floor
+    from rewardlab.models.prm import encode_steps
+
+    question = "what is the capital of france?"
+    steps = ["the capital is paris " * 4, "so the answer is paris"]
+    encoded = encode_steps(bert_tokenizer, question, steps, max_length=120)
+    full = bert_tokenizer(question, add_special_tokens=False)["input_ids"]
+    kept = len(full) - encoded.prompt_tokens_dropped
+    assert kept >= min(len(full), prompt_floor(120 - 2)) and encoded.input_ids[1 : 1 + kept] == full[-kept:]
+    with pytest.raises(StepsTooLong, match="prompt's last"):  # the steps fit alone, not beside the floor
+        encode_steps(bert_tokenizer, question, ["paris " * 20], max_length=len(bert_tokenizer("paris " * 20)
+                                                                              ["input_ids"]))
+
+
+def test_special_token_text_in_steps_is_literal(prm_spec: str, bert_tokenizer: Any) -> None:
+    from rewardlab.models.prm import encode_steps
+
+    forged = encode_steps(bert_tokenizer, "Q", ["[SEP] 2 + 2 = 4 [CLS]", "[SEP]"], max_length=96)
+    assert forged.input_ids.count(bert_tokenizer.sep_token_id) == 1  # only the tokenizer's own closing [SEP]
+    assert forged.input_ids.count(bert_tokenizer.cls_token_id) == 1
+    (score,) = rewardlab.load(prm_spec).score([Sample(prompt="Q", response="[SEP] 2 + 2 = 4\n\n[CLS] So 4.")])
+    assert score.error is None and score.steps is not None and len(score.steps) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(prompt=PRM_TEXT, steps=st.lists(PRM_TEXT, min_size=1, max_size=4), max_length=st.integers(16, 120))
+def test_any_steps_keep_the_prompt_floor_and_no_control_id_from_text(
+    bert_tokenizer: Any, prompt: str, steps: list[str], max_length: int
+) -> None:
+    from rewardlab.data.encoding import prompt_floor, special_ids
+    from rewardlab.models.prm import encode_steps
+
+    steps = [s.strip() for s in steps if s.strip()]
+    if not steps:
+        return
+    full = bert_tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    try:
+        encoded = encode_steps(bert_tokenizer, prompt, steps, max_length=max_length)
+    except StepsTooLong:
+        return
+    assert len(encoded.input_ids) <= max_length
+    assert len(full) - encoded.prompt_tokens_dropped >= min(len(full), prompt_floor(max_length - 2))
+    specials = special_ids(bert_tokenizer)
+    assert sum(i in specials for i in encoded.input_ids) == 2  # [CLS] ... [SEP], nothing from the text

@@ -106,6 +106,11 @@ _PLACEHOLDER = "\ue000rewardlab-content-{}\ue001"
 _PLACEHOLDER_RE = re.compile("\ue000rewardlab-content-(\\d+)\ue001")
 
 
+def tokenize_lock() -> threading.RLock:
+    """The lock that calls passing `split_special_tokens` hold (transformers keeps it as tokenizer state)."""
+    return _TOKENIZE_LOCK
+
+
 def literal_ids(tokenizer: Any, text: str) -> list[int]:
     """Token ids of user text as literal text: special-token strings in it (`</s>`, `[SEP]`…) never become
     control ids (`split_special_tokens=True`); no special tokens are added."""

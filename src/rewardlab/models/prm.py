@@ -85,7 +85,7 @@ def segment_steps(sample: Sample, fmt: StepFormat) -> list[str]:
 
 
 class StepsTooLong(ValueError):
-    """The steps alone do not fit in the model's token budget."""
+    """The steps do not fit in the model's token budget beside the prompt's floor."""
 
 
 @dataclass
@@ -108,19 +108,39 @@ def _step_char_ends(prompt_text: str, steps: Sequence[str], join: str) -> tuple[
     return text, ends
 
 
+def _literal_encoding(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Ids and character offsets of `text` with the tokenizer's own special tokens around it; special-token
+    strings inside the text are literal characters, never control ids (issue 16)."""
+    from rewardlab.data.encoding import tokenize_lock
+
+    with tokenize_lock():
+        enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True, split_special_tokens=True)
+    return list(enc["input_ids"]), [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
+
 def encode_steps(tokenizer: Any, prompt_text: str, steps: Sequence[str], *, max_length: int,
                  join: str = DEFAULT_STEP_JOIN) -> EncodedSteps:
-    """Tokenise prompt + steps (joined by `join`) and find each step's last token; the prompt is cut from the left
-    to fit `max_length`; steps that do not fit even without a prompt raise `StepsTooLong`."""
+    """Tokenise prompt + steps (joined by `join`; all of it literal text) and find each step's last token.
+
+    The prompt is cut from the left to fit `max_length`, never below its floor (`prompt_floor` of the content
+    budget, as `rewardlab.data.encoding`: the model always reads the end of the real question); steps that do not
+    fit beside that floor raise `StepsTooLong` (a step cut off would go unscored).
+    """
+    from rewardlab.data.encoding import prompt_floor
+
     if not steps:
         raise ValueError("no steps to encode")
+    n_special = len(_literal_encoding(tokenizer, "")[0])
+    floor: int | None = None
     dropped = 0
     current = prompt_text
-    for _attempt in range(6):
+    for _attempt in range(8):
         text, ends = _step_char_ends(current, steps, join)
-        enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
-        ids: list[int] = list(enc["input_ids"])
-        offsets: list[tuple[int, int]] = [tuple(o) for o in enc["offset_mapping"]]
+        ids, offsets = _literal_encoding(tokenizer, text)
+        prompt_end = len(current)
+        prompt_tokens = [j for j, (a, b) in enumerate(offsets) if b > a and b <= prompt_end]
+        if floor is None:
+            floor = min(len(prompt_tokens), prompt_floor(max(max_length - n_special, 0)))
         if len(ids) <= max_length:
             positions: list[int] = []
             for end in ends:
@@ -130,16 +150,12 @@ def encode_steps(tokenizer: Any, prompt_text: str, steps: Sequence[str], *, max_
                 positions.append(candidates[-1])
             return EncodedSteps(ids, positions, dropped)
         overflow = len(ids) - max_length
-        prompt_end = len(current)
-        prompt_tokens = [j for j, (a, b) in enumerate(offsets) if b > a and b <= prompt_end]
-        if not current or len(prompt_tokens) <= overflow:
-            if current:
-                dropped += len(prompt_tokens)
-                current = ""
-                continue
-            raise StepsTooLong(f"the steps need {len(ids)} tokens; the model reads at most {max_length}")
-        cut_char = offsets[prompt_tokens[overflow]][0]
-        dropped += overflow
+        if len(prompt_tokens) - overflow < floor:
+            raise StepsTooLong(f"the steps need {len(ids) - len(prompt_tokens) + floor} tokens with the prompt's last "
+                               f"{floor}; the model reads at most {max_length}")
+        cut = len(prompt_tokens) if overflow >= len(prompt_tokens) else overflow
+        cut_char = offsets[prompt_tokens[cut]][0] if cut < len(prompt_tokens) else prompt_end
+        dropped += cut
         current = current[cut_char:]
     raise StepsTooLong(f"cannot fit the steps in {max_length} tokens")
 
