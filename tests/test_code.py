@@ -492,13 +492,13 @@ RIGHT = "def double(x):\n    return 2 * x\n"
 
 def test_an_init_that_cannot_start_masks_the_score_in_every_mode(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardlab.runtime import sandbox as sandbox_module
+    from rewardlab.runtime import _sandbox_launch as launch_module
 
     python, bash = CodeExecution(**FAST), CodeExecution(language="bash", **FAST)  # type: ignore[arg-type]
     assert python.sandbox.isolation and bash.sandbox.isolation  # detected while the init is still there
     (tmp_path / "empty").mkdir()
-    monkeypatch.setattr(sandbox_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(tmp_path / 'empty')!r})"
-                                                      "; import _sandbox_init; _sandbox_init.main()")
+    monkeypatch.setattr(launch_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(tmp_path / 'empty')!r})"
+                                                     "; import _sandbox_init; _sandbox_init.main()")
     io = {"io": [{"stdin": "2", "stdout": "4"}]}
     scores = [*python.score([Sample(response=RIGHT, reference={"tests": ["assert double(2) == 4"]}),
                              Sample(response=RIGHT, reference={"calls": [{"fn": "double", "args": [2],

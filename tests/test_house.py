@@ -44,7 +44,6 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 # today. An entry here is a debt with an owner, not a permission: `test_known_arrows_are_still_there` fails as soon
 # as one is gone, so the list only shrinks.
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
-    ("integrations", "evaluate"): "rooms helper: the training-run monitor moves into evaluate/",
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
     ("models", "__init__"): "models helper: models/card.py reads rewardlab's version from the package",
     ("rewards", "serve"): "judges helper: one HTTP client in runtime/",
@@ -56,9 +55,7 @@ KNOWN_ARROWS: dict[tuple[str, str], str] = {
 # says which). `test_allow_list_has_no_stale_entries` fails when an entry shrinks under the limit or disappears.
 MAX_LINES = 500
 LONG_MODULES: dict[str, str] = {
-    "integrations/monitor.py": "rooms helper: moves into evaluate/ and splits (issue 17)",
     "types.py": "the one vocabulary: Sample, Score, Reward and its runtime contract, preference rows",
-    "runtime/sandbox.py": "being split by the runtime helper (issue 17): the sandbox's parent side",
     "runtime/http.py": "the one HTTP client (total deadline, byte cap, retries), written this wave",
     "runtime/_sandbox_init.py": "the sandbox's init program: one process, one concept",
     "rewards/_math_parse.py": "being split by the math helper (issue 17): the answer parser",

@@ -11,10 +11,12 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import platform
 import shutil
 import signal
 import socket
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from rewardlab.runtime import _sandbox_launch as launch_module
 from rewardlab.runtime import sandbox as sandbox_module
+from rewardlab.runtime._sandbox_launch import SECCOMP_MACHINES
 from rewardlab.runtime.sandbox import (
     BASH,
     INIT_SCRIPT,
@@ -165,7 +169,7 @@ def test_memfds_cannot_hold_more_than_the_memory_limit(box: Sandbox) -> None:
 
 
 def test_memfd_filter_refuses_memfd_create_when_there_is_no_memory_cgroup(box: Sandbox) -> None:
-    if sandbox_module.platform.machine() not in sandbox_module._SECCOMP_MACHINES:
+    if platform.machine() not in SECCOMP_MACHINES:
         pytest.skip("the memfd seccomp filter does not know this architecture")
     fallback = dataclasses.replace(box.isolation, memory_cgroup=False, memfd_filter=True)
     execution = box._execute([PYTHON.name], {"program.py": b"import os\nos.memfd_create('x')\n"}, b"", fallback,
@@ -437,7 +441,7 @@ def _cmdline(pid: str) -> str:
 def test_nothing_of_a_run_outlives_it(box: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     need(box, "mount_namespace")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(sandbox_module.tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "tempdir", None)
     program = ("import os\nopen('/tmp/left', 'w').write('x')\nopen('/dev/shm/left', 'w').write('x')\n"
                "open('/var/tmp/left', 'w').write('x')\nos.mkfifo('/tmp/sandbox/fifo')\n")
     for _ in range(2):
@@ -651,11 +655,14 @@ def test_the_program_sees_only_its_own_processes(box: Sandbox) -> None:
     assert ast.literal_eval(pids) == sorted([int(me), int(child)]), text  # no init (root), no host process
 
 
-NOBODY_SCORER = """import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("sandbox_as_nobody", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["sandbox_as_nobody"] = module
-spec.loader.exec_module(module)
+NOBODY_SCORER = """import importlib, json, os, sys, types
+# the sandbox's modules only, from this checkout, without the package's __init__ (the system python lacks its deps)
+runtime = os.path.dirname(sys.argv[1])
+for name, path in (("rewardlab", os.path.dirname(runtime)), ("rewardlab.runtime", runtime)):
+    package = types.ModuleType(name)
+    package.__path__ = [path]
+    sys.modules[name] = package
+module = importlib.import_module("rewardlab.runtime.sandbox")
 sandbox = module.Sandbox(module.Limits(wall_seconds=10))
 program = '''import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -709,8 +716,8 @@ def test_an_init_that_cannot_be_loaded_is_a_sandbox_failure(box: Sandbox, tmp_pa
     assert box.isolation  # detected before the init goes missing
     empty = tmp_path / "no-init-here"
     empty.mkdir(mode=0o755)
-    monkeypatch.setattr(sandbox_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(empty)!r}); "
-                                                      "import _sandbox_init; _sandbox_init.main()")
+    monkeypatch.setattr(launch_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(empty)!r}); "
+                                                     "import _sandbox_init; _sandbox_init.main()")
     for execution in (box.run_program(PYTHON, "print('hi')"), box.run(["/bin/true"])):
         assert execution.status == "sandbox failure" and execution.stdout == b"", execution
         assert "the sandbox init exited with 1 without a report" in str(execution.error)
