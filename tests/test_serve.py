@@ -301,3 +301,63 @@ def test_openrlhf_get_reward_passes_labels_as_references() -> None:
         assert mismatched.status_code == 422
         missing = httpx.post(server.url + "/get_reward", json={"prompts": prompts})
         assert missing.status_code == 422 and missing.json()["errors"][0]["field"] == "query"
+
+
+def test_request_model_is_derived_from_sample() -> None:
+    import dataclasses
+
+    from rewardlab.serve.wire import SampleIn, ScoreRequest, to_samples
+
+    fields = {f.name: f for f in dataclasses.fields(Sample)}
+    assert set(SampleIn.model_fields) == set(fields)
+    assert SampleIn.model_fields["response"].is_required()
+    assert SampleIn.model_fields["prompt"].default == fields["prompt"].default
+    body = ScoreRequest.model_validate({"samples": [{"response": "r", "prompt": [{"role": "user", "content": "q"}],
+                                                     "group": 3, "extra": {"k": 1}}]})
+    assert to_samples(body) == [Sample(prompt=[{"role": "user", "content": "q"}], response="r", group=3,
+                                       metadata={"extra": {"k": 1}})]
+
+
+def test_serve_imports_only_the_rooms_the_design_allows() -> None:
+    import ast
+
+    allowed = ("rewardlab.registry", "rewardlab.runtime", "rewardlab.provenance", "rewardlab.integrations.payload",
+               "rewardlab.types", "rewardlab.progress", "rewardlab.serve")
+    for path in (ROOT / "src" / "rewardlab" / "serve").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                if name == "rewardlab" or name.startswith("rewardlab."):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def test_files_root_reaches_the_reward() -> None:
+    class Recording(SlowLength):
+        roots: list[str | None]
+
+        def confine_files(self, root: str | None) -> Reward:
+            self.roots = [*getattr(self, "roots", []), root]
+            return self
+
+    reward = Recording()
+    with served(reward):
+        pass
+    with served(reward, files_root="/srv/data"):
+        pass
+    assert reward.roots == [None, "/srv/data"]
+
+
+def test_info_reports_limits_and_no_key() -> None:
+    with served(SlowLength(), api_key="k", max_body_bytes=1000, max_request_samples=7) as server:
+        info = Client(server.url, api_key="k").info()
+    assert info["limits"] == {"max_body_bytes": 1000, "max_request_samples": 7}
+    assert "k" not in str(info.get("reward")) and info["files_root"] is False
+
+
+def test_cli_serve_refuses_a_missing_files_root_and_bad_limits(tmp_path: Path) -> None:
+    from rewardlab.cli import main
+
+    assert main(["serve", "--reward", "exact_match", "--files-root", str(tmp_path / "nope"), "--quiet"]) != 0
+    assert main(["serve", "--reward", "exact_match", "--request-timeout", "0", "--quiet"]) != 0
+    assert main(["serve", "--reward", "exact_match", "--max-connections", "0", "--quiet"]) != 0
