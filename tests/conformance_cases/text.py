@@ -14,6 +14,9 @@ QA = [
     Sample(prompt="2+2?", response='{"answer": 4}', reference="4", group="g1"),
     Sample(prompt="Name a colour", response="```json\n{\"answer\": \"red\"}\n```", reference=["red", "blue"]),
     Sample(prompt="Say hi", response="hi there, how are you doing today?", reference="hi"),
+    Sample(prompt="2+2?", response='{"answer": NaN}', reference="4"),  # not JSON (issue 16)
+    Sample(prompt="2+2?", response='{"answer": 5, "answer": 4}', reference="4"),  # a repeated key: not JSON
+    Sample(prompt="Say hi", response="hi_" * 400, reference="hi"),  # padding the length count must see
 ]
 
 CASES: dict[str, tuple[Any, list[Sample]]] = {

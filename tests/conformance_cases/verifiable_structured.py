@@ -35,6 +35,10 @@ TOOLS = [
     Sample(prompt="Two calls", response='[{"name": "b", "arguments": {"x": 1}}, {"name": "a", "arguments": {}}]',
            reference=[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": "1"}}]),
     Sample(prompt="Weather?", response="I cannot call tools.", reference=_WEATHER),
+    Sample(prompt="Weather?", response='{"name": "get_weather", "arguments": {"city": "Paris", "days": Infinity}}',
+           reference={"calls": [_WEATHER], "schema": _WEATHER_SCHEMA}),  # not JSON (issue 16)
+    Sample(prompt="Weather?", response='{"name": "get_weather", "arguments": {"city": "Paris", "days": 1' + "0" * 400
+           + "}}", reference={"calls": [_WEATHER], "schema": _WEATHER_SCHEMA}),  # a big int: compared exactly
 ]
 
 THINK = [
