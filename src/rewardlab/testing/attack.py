@@ -36,12 +36,14 @@ SHOWN_CHARS = 2_000
 class AttackSample:
     """One sample to attack from: the prompt, an honest `right` response, the `reference`, optionally an honest
     `wrong` response (else one is built: the gold answer changed in the right response, another sample's right
-    response, or "I don't know.")."""
+    response, or "I don't know."), and `metadata` passed to every scored `Sample` (e.g. what an environment
+    retrieved)."""
 
     prompt: Prompt
     right: str
     reference: Any = None
     wrong: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any], where: str = "row") -> AttackSample:
@@ -57,11 +59,14 @@ class AttackSample:
         prompt = row.get("prompt", "")
         if not isinstance(prompt, str | list):
             raise ValueError(f"{where}: field 'prompt' must be text or chat messages, got {type(prompt).__name__}")
-        return cls(prompt=prompt, right=right, reference=row.get("reference"), wrong=wrong)
+        metadata = row.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise ValueError(f"{where}: field 'metadata' must be an object, got {type(metadata).__name__}")
+        return cls(prompt=prompt, right=right, reference=row.get("reference"), wrong=wrong, metadata=metadata)
 
     def sample(self, response: str) -> Sample:
         """A `Sample` of this prompt and reference with `response`."""
-        return Sample(prompt=self.prompt, response=response, reference=self.reference)
+        return Sample(prompt=self.prompt, response=response, reference=self.reference, metadata=dict(self.metadata))
 
 
 @dataclass
