@@ -15,10 +15,13 @@ import pickle
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rewardlab.testing.hostile import hostile_samples, policy_responses, with_response
 from rewardlab.types import LIMITS, LimitNotHonouredError, Reward, RewardContract, Sample, Score
+
+if TYPE_CHECKING:
+    from pytest import MarkDecorator
 
 TAGS: dict[str, str] = {
     "batch_dependent": "values depend on the rest of the batch: batch-size invariance is not checked",
@@ -417,7 +420,7 @@ def default_samples() -> list[Sample]:
 
 
 def parametrize_with_checks(rewards: Sequence[Any], samples: Sequence[Sample] | None = None, *,
-                            atol: float = 1e-6, seed: int = 0) -> Any:
+                            atol: float = 1e-6, seed: int = 0) -> MarkDecorator:
     """A `pytest.mark.parametrize("reward, check", ...)` over every named check of every reward (a `Reward` or a
     spec for `rewardlab.load`); checks a reward's tags skip are marked skipped with the reason. Use it as
 
