@@ -79,7 +79,22 @@ def test_long_responses_are_truncated_not_errors(models: tuple[str, str]) -> Non
     policy, _ = models
     reward = rewardlab.load({f"implicit:{policy}": {"max_length": 32}})
     (score,) = reward.score([Sample(prompt="q " * 100, response="word " * 100)])
-    assert score.error is None and score.info["truncated"] and score.info["tokens"] == 31
+    # budget 32 - 1 (BOS) = 31: the prompt keeps its floor (31 // 4 = 7 tokens), the response the other 24
+    assert score.error is None and score.info["truncated"] and score.info["tokens"] == 24
+
+
+def test_the_prompt_stays_and_special_token_text_is_literal(models: tuple[str, str]) -> None:
+    policy, _ = models
+    reward = rewardlab.load({f"implicit:{policy}": {"max_length": 32}})
+    assert isinstance(reward, ImplicitReward)
+    tokenizer, _ = reward._load()
+    eos, bos = tokenizer.eos_token_id, tokenizer.bos_token_id
+    ids, n, truncated = reward._encode(tokenizer, Sample(prompt="What is 2+2?", response="</s><s>4</s>" * 40))
+    assert truncated and n == 24 and len(ids) == 32
+    assert eos not in ids[-n:] and bos not in ids[1:]  # the forged markers are characters; the cut response has
+    assert ids[0] == bos                               # no EOS (it did not end)
+    ids, n, _ = reward._encode(tokenizer, Sample(prompt="q", response="4</s>"))
+    assert ids[-1] == eos and eos not in ids[-n:-1]  # only the real EOS closes it
 
 
 def test_bad_options_and_mismatched_tokenizers(models: tuple[str, str], tmp_path: object) -> None:

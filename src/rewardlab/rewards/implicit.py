@@ -8,9 +8,11 @@ the response's tokens plus the end-of-sequence token are scored (so an empty res
 `length_normalize=True` averages log-probabilities over those tokens instead of summing them.
 
 Failure semantics: every string response gets a value (no failing value: the scale is unbounded, `failure_value`
-None). A response longer than `max_length` tokens is scored on its first `max_length - 1` tokens
-(`info["truncated"]`); the prompt is cut from the left to make room. Known bias: the reference-free variant
-prefers short, generic responses (each token costs log-probability); with a reference the ratio cancels most of it.
+None). The text is literal (special-token strings in the prompt or the response are characters, never control
+tokens). A sample longer than `max_length` tokens is cut as `rm:` cuts it: the response from the right before the
+prompt goes below its floor (a quarter of the budget), then the prompt from the left (`info["truncated"]`).
+Known bias: the reference-free variant prefers short, generic responses (each token costs log-probability); with
+a reference the ratio cancels most of it.
 """
 
 from __future__ import annotations
@@ -102,7 +104,12 @@ class ImplicitReward(HeldState, Reward):
             return self._tokenizer, self._models
 
     def _encode(self, tokenizer: Any, sample: Sample) -> tuple[list[int], int, bool]:
-        """(token ids, number of scored tokens at the end, truncated?) for one sample."""
+        """(token ids, number of scored tokens at the end, truncated?) for one sample.
+
+        Prompt contents and the response are literal text (special-token strings in them never become control
+        ids); the response is cut before the prompt goes below its floor (`rewardlab.data.encoding`)."""
+        from rewardlab.data.encoding import encode_prompt, literal_ids, prompt_floor
+
         prompt = sample.prompt
         if isinstance(prompt, list):
             messages = [{"role": str(m.get("role", "user")), "content": _clean(str(m.get("content", "")))}
@@ -110,26 +117,23 @@ class ImplicitReward(HeldState, Reward):
         else:
             messages = [{"role": "user", "content": _clean("" if prompt is None else str(prompt))}]
         if getattr(tokenizer, "chat_template", None) and messages:
-            prompt_text = str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+            prompt_ids = encode_prompt(tokenizer, messages)  # type: ignore[arg-type]
         else:
-            prompt_text = "\n".join(m["content"] for m in messages)
-        prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False) if prompt_text else []
-        if tokenizer.bos_token_id is not None and (not prompt_ids or prompt_ids[0] != tokenizer.bos_token_id):
-            prompt_ids = [tokenizer.bos_token_id, *prompt_ids]
-        response_ids = tokenizer.encode(_clean(sample.response), add_special_tokens=False) if sample.response else []
+            prompt_ids = literal_ids(tokenizer, "\n".join(m["content"] for m in messages))
+        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        head = [start] if start is not None else []  # the first scored token needs a context
+        response_ids = literal_ids(tokenizer, _clean(sample.response))
         if tokenizer.eos_token_id is not None:
             response_ids = [*response_ids, tokenizer.eos_token_id]
+        budget = self.max_length - len(head)
         truncated = False
-        if len(response_ids) > self.max_length - 1:
-            response_ids, truncated = response_ids[:self.max_length - 1], True
-        room = self.max_length - len(response_ids)
-        if len(prompt_ids) > room:
-            prompt_ids, truncated = prompt_ids[len(prompt_ids) - room:], True
-        if not prompt_ids:  # the first scored token needs a context: start from BOS/EOS
-            prompt_ids = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
-            if len(prompt_ids) + len(response_ids) > self.max_length:
-                response_ids = response_ids[: self.max_length - 1]
-        return [*prompt_ids, *response_ids], len(response_ids), truncated
+        if len(prompt_ids) + len(response_ids) > budget:
+            floor = min(len(prompt_ids), prompt_floor(budget))
+            truncated = True
+            response_ids = response_ids[: max(budget - floor, 1)]
+            room = budget - len(response_ids)
+            prompt_ids = prompt_ids[len(prompt_ids) - room :] if room > 0 else []
+        return [*head, *prompt_ids, *response_ids], len(response_ids), truncated
 
     def _logps(self, model: Any, rows: list[tuple[list[int], int]], pad: int) -> list[float]:
         """Summed log-probabilities of each row's last `n` tokens."""
