@@ -161,35 +161,57 @@ def test_workers_without_a_timeout_do_not_hang_on_a_runaway_sympy_answer() -> No
     assert scores[0].info["limit"] == "timeout" and scores[0].error is None
 
 
+def _sympy_worker_pid() -> int:
+    """The process id of the sympy pool's first worker (started by a comparison first)."""
+    pool = _math_symbolic._pool()
+    assert pool is not None
+    worker = pool._slots[0]  # white-box: the test freezes or kills the very process the pool runs
+    assert worker is not None
+    return worker.process.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.timeout(120)
-def test_a_helper_that_stops_answering_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_stops_answering_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardlab.rewards._math_parse import parse_expression
 
     a, b = parse_expression("x^{5000}/x^{4999}"), parse_expression("x")
-    assert _math_symbolic.sympy_equal(a, b, 1.0).equal is True  # starts a helper
-    helper = _math_symbolic._take_helper()
-    assert helper is not None
-    os.kill(helper.process.pid, signal.SIGSTOP)  # stuck as if in uninterruptible C code
-    _math_symbolic._give_back(helper)
+    assert _math_symbolic.sympy_equal(a, b, 1.0).equal is True  # starts a worker on the runtime's pool
+    pid = _sympy_worker_pid()
+    os.kill(pid, signal.SIGSTOP)  # stuck as if in uninterruptible C code
     monkeypatch.setattr(_math_symbolic, "KILL_GRACE", 0.5)
     start = time.perf_counter()
     result = _math_symbolic.sympy_equal(a, b, 0.5)
     assert time.perf_counter() - start < 10
     assert result.equal is None and result.limit == "timeout" and result.reason
-    assert helper.process.poll() is not None  # killed
-    assert _math_symbolic.sympy_equal(a, b, 1.0).equal is True  # a fresh helper
+    assert not _alive(pid)  # killed
+    assert _math_symbolic.sympy_equal(a, b, 1.0).equal is True  # a fresh worker
+    assert _sympy_worker_pid() != pid
 
 
-def test_a_dead_helper_is_replaced() -> None:
+def test_a_dead_worker_is_replaced() -> None:
     from rewardlab.rewards._math_parse import parse_expression
 
     a, b = parse_expression("x^{5001}/x^{5000}"), parse_expression("x")
-    helper = _math_symbolic._take_helper()
-    assert helper is not None
-    helper.process.kill()
-    helper.process.wait()
-    _math_symbolic._give_back(helper)
     assert _math_symbolic.sympy_equal(a, b, 2.0).equal is True
+    pid = _sympy_worker_pid()
+    os.kill(pid, signal.SIGKILL)
+    assert _math_symbolic.sympy_equal(a, b, 2.0).equal is True
+    assert _sympy_worker_pid() != pid
+
+
+def test_sympy_runs_on_the_runtime_pool_not_a_pool_of_its_own() -> None:
+    from rewardlab.runtime.pool import IsolatedPool
+
+    assert isinstance(_math_symbolic._pool(), IsolatedPool)
+    assert not hasattr(_math_symbolic, "subprocess") and not hasattr(_math_symbolic, "_Helper")
 
 
 @pytest.mark.timeout(120)
@@ -204,10 +226,10 @@ def test_a_sample_the_runtime_stops_gets_the_failing_value_not_an_error() -> Non
         assert score.info["limit"] == "timeout"
 
 
-def test_without_a_helper_off_the_main_thread_sympy_is_refused_not_unbounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_worker_off_the_main_thread_sympy_is_refused_not_unbounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardlab.rewards._math_parse import parse_expression
 
-    monkeypatch.setattr(_math_symbolic, "_take_helper", lambda: None)  # e.g. no subprocess allowed here
+    monkeypatch.setattr(_math_symbolic, "_pool", lambda: None)  # e.g. no worker process can start here
     out: list[_math_symbolic.SymbolicResult] = []
     thread = threading.Thread(target=lambda: out.append(
         _math_symbolic.sympy_equal(parse_expression("(x+1)^{9999}"), parse_expression("1"), 1.0)))

@@ -1,36 +1,30 @@
-"""The sympy fallback of the `math` reward, bounded on every thread: it runs in a killable helper process.
+"""The sympy fallback of the `math` reward, bounded on every thread: it runs on the runtime's isolated pool.
 
 sympy is pure Python, but some of its work (big-integer and polynomial arithmetic in C) cannot be interrupted
 by a signal, and a signal budget (SIGALRM) only exists on the main thread, while TRL's async rewards and verl's
-reward loop call rewards from other threads. So every symbolic comparison is sent to a long-lived helper
-process (`python -m rewardlab.rewards._math_symbolic`, one per concurrent caller, started on first use): inside
-it a SIGALRM budget stops ordinary runaway work after `budget` seconds, its address space is capped, and the
-caller kills it and starts a fresh one when it does not answer within
-`budget + KILL_GRACE` seconds. It is a plain subprocess, not `multiprocessing`, so it never re-imports the
-caller's `__main__` (a training script without an `if __name__ == "__main__"` guard is safe). Where no helper
-can be started, the comparison runs in-process under SIGALRM when the timer is usable, and is refused otherwise.
+reward loop call rewards from other threads. So every symbolic comparison is sent to a worker of one
+`rewardlab.runtime.pool.IsolatedPool` (the library's one home of process isolation; fresh interpreters, never
+a re-import of the caller's `__main__`, started on first use): inside it a SIGALRM budget stops ordinary
+runaway work after `budget` seconds and its address space is capped at what it holds plus
+`WORKER_MEMORY_BYTES`; the pool kills a worker that does not answer within `budget + KILL_GRACE` seconds and
+starts a fresh one. Where no worker can be started, the comparison runs in-process under SIGALRM when the timer
+is usable, and is refused otherwise.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
 import math
 import os
-import pickle
-import select
 import signal
-import struct
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from rewardlab.rewards._math_evaluate import Node, node_size
+from rewardlab.runtime.pool import IsolatedPool
 
 MAX_SYMPY_NODES = 200
 """Expressions larger than this (tree nodes) are never handed to sympy."""
@@ -164,10 +158,6 @@ def sympy_equal_here(a: Node, b: Node, budget: float, *, need_timer: bool = Fals
         return SymbolicResult(None, None, f"sympy could not compare: {type(error).__name__}")
 
 
-_READY = b"ready\n"
-_HEADER = struct.Struct("!I")
-
-
 def _cap_memory() -> None:
     """Bound this process's address space to what it holds now plus `WORKER_MEMORY_BYTES` (Linux)."""
     try:
@@ -183,149 +173,63 @@ def _cap_memory() -> None:
         pass
 
 
-def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        chunk = stream.read(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
+_worker_ready: list[bool] = []
 
 
-def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """The helper process's loop: read (a, b, budget) frames, reply one JSON line each, until end of input."""
-    import sympy  # noqa: F401 - imported before the first timed comparison
+def compare_in_worker(job: tuple[Node, Node, float]) -> tuple[bool | None, str | None, str | None]:
+    """A pool worker's call: sympy imported (outside the budget) and memory capped once, then one comparison."""
+    if not _worker_ready:
+        import sympy  # noqa: F401 - an import cut short by the budget's signal would leave sympy half-loaded
 
-    _cap_memory()
-    replies.write(_READY)
-    replies.flush()
-    while True:
-        header = _read_exactly(requests, _HEADER.size)
-        if header is None:
-            return
-        payload = _read_exactly(requests, _HEADER.unpack(header)[0])
-        if payload is None:
-            return
-        a, b, budget = pickle.loads(payload)  # written by our own parent process
-        result = sympy_equal_here(a, b, budget, need_timer=True)
-        replies.write(json.dumps([result.equal, result.limit, result.reason]).encode() + b"\n")
-        replies.flush()
+        _cap_memory()
+        _worker_ready.append(True)
+    a, b, budget = job
+    result = sympy_equal_here(a, b, budget, need_timer=True)
+    return result.equal, result.limit, result.reason
 
 
-class _Helper:
-    """One helper process and the pipes to it."""
-
-    def __init__(self, start_timeout: float) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rewardlab.rewards._math_symbolic"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # same process group as the caller: whoever kills the caller's group (a runtime timeout) kills it too
-        if self._line(start_timeout) != _READY:
-            self.kill()
-            raise OSError("the symbolic helper process did not start")
-
-    def _line(self, seconds: float) -> bytes | None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        ready, _, _ = select.select([stdout], [], [], max(0.0, seconds))
-        if not ready:
-            return None
-        return stdout.readline() or None
-
-    def compare(self, a: Node, b: Node, budget: float) -> SymbolicResult | None:
-        """The helper's verdict, or None when it did not answer in time (then it is killed)."""
-        stdin = self.process.stdin
-        assert stdin is not None
-        payload = pickle.dumps((a, b, budget))
-        try:
-            stdin.write(_HEADER.pack(len(payload)) + payload)
-            stdin.flush()
-        except OSError:
-            self.kill()
-            return None
-        try:
-            line = self._line(budget + KILL_GRACE)
-        except OSError:
-            line = None
-        if line is None:
-            self.kill()
-            return None
-        equal, limit, reason = json.loads(line)
-        return SymbolicResult(equal, limit, reason)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.kill()  # the helper starts no processes of its own
-        self.process.wait(timeout=5)
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-
-
-_free: list[_Helper] = []
-_free_lock = threading.Lock()
-_start_failed_at: float | None = None
 START_TIMEOUT = 30.0
-"""Seconds a new helper may take to import sympy and report ready."""
+"""Seconds a new worker may take to start and load `compare_in_worker`."""
 RETRY_START_AFTER = 600.0
-"""After a helper failed to start, seconds before another start is tried (comparisons run in-process)."""
+"""After a worker failed to start, seconds before another start is tried (comparisons run in-process)."""
+_pool_lock = threading.Lock()
+_pools: dict[int, IsolatedPool] = {}  # by process id: a forked child starts its own
+_start_failed_at: list[float] = []
 
 
-def _take_helper() -> _Helper | None:
-    global _start_failed_at
-    with _free_lock:
-        while _free:
-            helper = _free.pop()
-            if helper.alive():
-                return helper
-            helper.kill()
-        if _start_failed_at is not None and time.monotonic() - _start_failed_at < RETRY_START_AFTER:
+def _pool() -> IsolatedPool | None:
+    """This process's sympy pool (its workers start on first use), or None shortly after a start failed."""
+    with _pool_lock:
+        if _start_failed_at and time.monotonic() - _start_failed_at[0] < RETRY_START_AFTER:
             return None
-    try:
-        return _Helper(START_TIMEOUT)
-    except OSError:
-        with _free_lock:
-            _start_failed_at = time.monotonic()
-        return None
-
-
-def _give_back(helper: _Helper) -> None:
-    with _free_lock:
-        _free.append(helper)
-
-
-def _stop_helpers() -> None:
-    with _free_lock:
-        helpers = list(_free)
-        _free.clear()
-    for helper in helpers:
-        helper.kill()
+        pid = os.getpid()
+        if pid not in _pools:
+            _pools.clear()
+            _pools[pid] = IsolatedPool(compare_in_worker, workers=max(4, os.cpu_count() or 1),
+                                       start_timeout=START_TIMEOUT)
+        return _pools[pid]
 
 
 def sympy_equal(a: Node, b: Node, budget: float) -> SymbolicResult:
-    """`simplify(a - b) == 0`, bounded whatever thread calls it: in a killable helper process (module doc)."""
+    """`simplify(a - b) == 0`, bounded whatever thread calls it: on the isolated pool (module doc)."""
     if node_size(a) > MAX_SYMPY_NODES or node_size(b) > MAX_SYMPY_NODES:
         return sympy_equal_here(a, b, budget)  # refused by size, no process needed
-    helper = _take_helper()
-    if helper is None:
+    pool = _pool()
+    if pool is None:
         return sympy_equal_here(a, b, budget, need_timer=True)
-    result = helper.compare(a, b, budget)
-    if result is None:
+    outcome = pool.call((a, b, budget), timeout=budget + KILL_GRACE)
+    if outcome.limit == "crash":  # the worker may have died before this call (killed from outside): once more
+        outcome = pool.call((a, b, budget), timeout=budget + KILL_GRACE)
+    if outcome.error is None:
+        equal, limit, reason = outcome.value
+        return SymbolicResult(equal, limit, reason)
+    if outcome.limit == "timeout":
         return SymbolicResult(None, "timeout", f"symbolic comparison did not finish in {budget + KILL_GRACE:g} s "
-                                               "and its helper process was killed")
-    _give_back(helper)
-    return result
-
-
-atexit.register(_stop_helpers)
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle; it stops us at exit
-    _replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # a stray print cannot corrupt the reply channel
-    serve(sys.stdin.buffer, _replies)
+                                               "and its worker process was killed")
+    if outcome.limit is not None:
+        return SymbolicResult(None, outcome.limit, f"symbolic comparison stopped: {outcome.reason}")
+    if outcome.error.startswith("worker process could not start"):
+        with _pool_lock:
+            _start_failed_at[:] = [time.monotonic()]
+        return sympy_equal_here(a, b, budget, need_timer=True)
+    return SymbolicResult(None, None, f"sympy could not compare: {outcome.error}")
