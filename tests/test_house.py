@@ -46,9 +46,7 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
     ("models", "__init__"): "models helper: models/card.py reads rewardlab's version from the package",
-    ("rewards", "serve"): "judges helper: one HTTP client in runtime/",
     ("rewards", "jsonl"): "rewards/text.py (work in progress) takes a JSON check from jsonl; or DESIGN gives it",
-    ("serve", "__init__"): "serve helper: serve/app.py reads rewardlab's version from the package",
 }
 
 # Modules over MAX_LINES that are one cohesive concept (or are being split by their owner this wave; the comment
@@ -59,9 +57,8 @@ LONG_MODULES: dict[str, str] = {
     "runtime/http.py": "the one HTTP client (total deadline, byte cap, retries), written this wave",
     "runtime/_sandbox_init.py": "the sandbox's init program: one process, one concept",
     "rewards/_math_parse.py": "being split by the math helper (issue 17): the answer parser",
-    "rewards/code.py": "being split by the code helper (issue 17): code's engine moves to a private module",
+    "rewards/_judge_backends.py": "being edited by the judges helper this wave (issue 17: one HTTP client)",
     "rewards/_code_harness.py": "the code sandbox's harness programs",
-    "rewards/sql.py": "being split by the sql helper (issue 17): sql's engine moves to a private module",
     "data/encoding.py": "being edited by the encoding helper this wave: tokenising pairs for the trainer",
     "models/reward_model.py": "being split by the models helper (issue 17): models/folders.py takes load/save",
     "train/trainer.py": "being split by the trainer helper (issue 17): a config and a RewardTrainer class",

@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 
 from rewardlab.compose import Ensemble
-from rewardlab.integrations.monitor import (
+from rewardlab.evaluate.monitor import (
     analyse_log,
     best_of_n_curve,
     divergence_windows,
     ensemble_disagreement,
     ensemble_member_values,
-    expected_best_of_n,
     hacking_onset,
     length_correlation_by_step,
     mean_by_step,
@@ -28,6 +27,7 @@ from rewardlab.integrations.monitor import (
     trend,
 )
 from rewardlab.registry import load
+from rewardlab.select.curves import expected_best_of_n
 from rewardlab.types import Sample
 
 # ------------------------------------------------------------------------------------------------- statistics

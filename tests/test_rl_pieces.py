@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardlab.integrations.dpo_pairs import build_pairs, pairs_jsonl
-from rewardlab.integrations.kl import best_of_n_kl, kl_estimate, kl_k1, kl_k2, kl_k3
+from rewardlab.integrations.kl import kl_estimate, kl_k1, kl_k2, kl_k3
 from rewardlab.integrations.rwr import rwr_jsonl, rwr_weights
 from rewardlab.integrations.scored import parse_scored_rows
+from rewardlab.select.curves import best_of_n_kl
 
 # ------------------------------------------------------------------------------------------------- KL
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rewardlab.evaluate.monitor import analyse_log, read_training_log
+from rewardlab.evaluate.monitor_report import render_monitor_report
 from rewardlab.integrations.advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from rewardlab.integrations.dpo_pairs import build_pairs, pairs_jsonl
-from rewardlab.integrations.monitor import analyse_log, read_training_log
-from rewardlab.integrations.monitor_report import render_monitor_report
 from rewardlab.integrations.rwr import rwr_weights
 from rewardlab.integrations.scored import parse_scored_rows
 

@@ -49,8 +49,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
 
 def run_monitor(args: argparse.Namespace) -> int:
     """Analyse the log and write the report; exit 1 on bad input, 3 with --fail-on-hacking when flagged."""
-    from rewardlab.integrations.monitor import analyse_log, read_training_log
-    from rewardlab.integrations.monitor_report import write_monitor_report
+    from rewardlab.evaluate.monitor import analyse_log, read_training_log
+    from rewardlab.evaluate.monitor_report import write_monitor_report
     from rewardlab.registry import SpecError, load
 
     for path in args.log:

@@ -7,55 +7,14 @@ No external file, script, font or stylesheet is referenced, so the file opens of
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.evaluate.html import COLORS, cell, figure, figure_to_data_uri, page_head, use_headless_backend
 from rewardlab.jsonl import atomic_writer
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1b1f24;
-background:#fff;max-width:1800px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-h3{font-size:15px;margin:8px 0}
-table{border-collapse:collapse;font-size:13px;margin:8px 0}
-th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}
-th{background:#f6f8fa}.muted{color:#57606a;font-size:12px}
-.grid{display:grid;grid-template-columns:repeat(var(--cols),minmax(320px,1fr));gap:16px}
-.card{border:1px solid #d0d7de;border-radius:6px;padding:8px}
-figure{margin:6px 0}figure img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#57606a}
-code{background:#f6f8fa;padding:1px 4px;border-radius:3px}
-"""
-
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-
-
-def _figure_to_data_uri(fig: Any) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight", facecolor="white")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _img(uri: str, name: str, caption: str) -> str:
-    return (
-        f'<figure><img src="{uri}" alt="{html.escape(caption)}" data-plot="{html.escape(name)}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return html.escape(str(value))
 
 
 def _present(values: Sequence[float | None]) -> list[float]:
@@ -81,7 +40,7 @@ def histogram_plot(chosen: Sequence[float | None], rejected: Sequence[float | No
     ax.set_xlabel("reward")
     ax.set_ylabel("responses")
     ax.set_title(title, fontsize=10)
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def reliability_plot(bins: Sequence[Mapping[str, Any]], temperature: float | None, title: str) -> str:
@@ -106,7 +65,7 @@ def reliability_plot(bins: Sequence[Mapping[str, Any]], temperature: float | Non
     t = "∞" if temperature is None else f"{temperature:.3g}"
     ax.set_title(f"{title} (T = {t})", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def length_scatter_plot(raw: Mapping[str, Any], spearman: float | None, title: str) -> str:
@@ -124,7 +83,7 @@ def length_scatter_plot(raw: Mapping[str, Any], spearman: float | None, title: s
     ax.set_title(f"{title} (Spearman ρ = {rho})", fontsize=10)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def grouped_bars_plot(
@@ -142,7 +101,7 @@ def grouped_bars_plot(
     width = 0.8 / n
     for i, (label, values) in enumerate(series.items()):
         heights = [0.0 if v is None else v for v in values]
-        ax.bar(x + (i - (n - 1) / 2) * width, heights, width=width, label=label, color=_COLORS[i % len(_COLORS)])
+        ax.bar(x + (i - (n - 1) / 2) * width, heights, width=width, label=label, color=COLORS[i % len(COLORS)])
     if reference is not None:
         ax.axhline(reference, ls="--", color="#888", lw=1)
     ax.set_xticks(x)
@@ -151,7 +110,7 @@ def grouped_bars_plot(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
@@ -164,7 +123,7 @@ def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
     for i, (method, values) in enumerate(curves.get("accuracy", {}).items()):
         dashed = method in ("oracle", "random")
         ax.plot(ns, values, marker="o", ms=3, ls="--" if dashed else "-", label=method,
-                color="#888" if method == "random" else _COLORS[i % len(_COLORS)])
+                color="#888" if method == "random" else COLORS[i % len(COLORS)])
     if ns:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns)
@@ -174,7 +133,7 @@ def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
@@ -208,7 +167,7 @@ def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, l
         if not keys:
             cells = [f"{m['pairwise']['n_scored']} / {m['pairwise']['n_missing']}" for m in rewards.values()]
         else:
-            cells = [_fmt(get(m, *keys)) for m in rewards.values()]
+            cells = [cell(get(m, *keys)) for m in rewards.values()]
         out.append((name, cells))
     return out
 
@@ -232,7 +191,7 @@ def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
         bold = name.endswith("score") or name.startswith("score")
         open_b, close_b = ("<b>", "</b>") if bold else ("", "")
         parts.append(f"<tr><td>{open_b}{esc(name)}{close_b}</td>"
-                     + "".join(f"<td>{open_b}{_fmt(t.get(name))}{close_b}</td>" for t in tables) + "</tr>")
+                     + "".join(f"<td>{open_b}{cell(t.get(name))}{close_b}</td>" for t in tables) + "</tr>")
     parts.append("</table>")
     notes = []
     if v1:
@@ -254,7 +213,7 @@ def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for s in subsets:
         n = max(int(r["subsets"].get(s, {}).get("n_pairs" if v1 else "n_rows", 0)) for r in results if r is not None)
         parts.append(f"<tr><td>{esc(s)}</td><td>{n}</td>" + "".join(
-            f"<td>{_fmt(r['subsets'].get(s, {}).get(key))}</td>" for r in results if r is not None) + "</tr>")
+            f"<td>{cell(r['subsets'].get(s, {}).get(key))}</td>" for r in results if r is not None) + "</tr>")
     parts.append("</table>")
     ties = [r["subsets"].get(name) for r in results if r is not None for name in r["subsets"]
             if name.lower() == "ties"]
@@ -264,23 +223,19 @@ def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
         parts.append("<h3>Ties terms</h3><table data-table='rewardbench-ties'><tr><th>term</th>"
                      + "".join(f"<th>{esc(label)}</th>" for label in rewards) + "</tr>")
         for term in terms:
-            parts.append(f"<tr><td>{term}</td>" + "".join(f"<td>{_fmt(t.get(term))}</td>" for t in ties) + "</tr>")
+            parts.append(f"<tr><td>{term}</td>" + "".join(f"<td>{cell(t.get(term))}</td>" for t in ties) + "</tr>")
         parts.append("</table>")
     return parts
 
 
 def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any]]) -> str:
     """The HTML text of the report for `evaluate`'s result and the per-pair values."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_headless_backend()
     rewards: Mapping[str, Mapping[str, Any]] = result["rewards"]
     labels = list(rewards)
     esc = html.escape
     parts: list[str] = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<title>rewardlab evaluation report</title>",
-        f"<style>{_CSS}</style></head><body>",
+        page_head("rewardlab evaluation report"),
         "<h1>rewardlab evaluation report</h1>",
     ]
     data = result.get("data", {})
@@ -307,14 +262,14 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
     subsets = sorted({s for m in rewards.values() for s in m["subsets"]})
     parts.append("<h2>Accuracy per subset</h2>")
     series = {label: [m["subsets"].get(s, {}).get("accuracy") for s in subsets] for label, m in rewards.items()}
-    parts.append(_img(grouped_bars_plot(subsets, series, "pairwise accuracy", "accuracy per subset", 0.5),
+    parts.append(figure(grouped_bars_plot(subsets, series, "pairwise accuracy", "accuracy per subset", 0.5),
                       "subset_bars", "pairwise accuracy per subset; dashed line = chance"))
     parts.append("<table><tr><th>subset</th><th>pairs</th>" + "".join(f"<th>{esc(lb)}</th>" for lb in labels)
                  + "</tr>")
     for s in subsets:
         n = max(m["subsets"].get(s, {}).get("n_pairs", 0) for m in rewards.values())
         parts.append(f"<tr><td>{esc(s)}</td><td>{n}</td>"
-                     + "".join(f"<td>{_fmt(m['subsets'].get(s, {}).get('accuracy'))}</td>" for m in rewards.values())
+                     + "".join(f"<td>{cell(m['subsets'].get(s, {}).get('accuracy'))}</td>" for m in rewards.values())
                      + "</tr>")
     parts.append("</table>")
     if any(m.get("sections") for m in rewards.values()):
@@ -323,10 +278,10 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
                      + "".join(f"<th>{esc(lb)}</th>" for lb in labels) + "</tr>")
         for sec in names:
             parts.append(f"<tr><td>{esc(sec)}</td>" + "".join(
-                f"<td>{_fmt(((m.get('sections') or {}).get('sections', {}).get(sec) or {}).get('accuracy'))}</td>"
+                f"<td>{cell(((m.get('sections') or {}).get('sections', {}).get(sec) or {}).get('accuracy'))}</td>"
                 for m in rewards.values()) + "</tr>")
         parts.append("<tr><td><b>weighted score</b></td>" + "".join(
-            f"<td>{_fmt((m.get('sections') or {}).get('score'))}</td>" for m in rewards.values()) + "</tr></table>")
+            f"<td>{cell((m.get('sections') or {}).get('score'))}</td>" for m in rewards.values()) + "</tr></table>")
 
     parts.extend(_rewardbench_section(rewards))
 
@@ -336,19 +291,19 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
         raw = raws[label]
         cal = m["calibration"]
         parts.append(f"<div class='card'><h3>{esc(label)}</h3>")
-        parts.append(_img(histogram_plot(raw["chosen"], raw["rejected"], label), f"histogram:{label}",
+        parts.append(figure(histogram_plot(raw["chosen"], raw["rejected"], label), f"histogram:{label}",
                           "reward on chosen vs rejected responses"))
-        parts.append(_img(reliability_plot(cal.get("reliability", []), cal.get("temperature"), label),
+        parts.append(figure(reliability_plot(cal.get("reliability", []), cal.get("temperature"), label),
                           f"reliability:{label}",
-                          f"reliability of sigmoid(Δr/T); ECE {_fmt(cal.get('ece'))}, Brier {_fmt(cal.get('brier'))}"))
-        parts.append(_img(length_scatter_plot(raw, m["length_bias"].get("spearman_reward_length"), label),
+                          f"reliability of sigmoid(Δr/T); ECE {cell(cal.get('ece'))}, Brier {cell(cal.get('brier'))}"))
+        parts.append(figure(length_scatter_plot(raw, m["length_bias"].get("spearman_reward_length"), label),
                           f"length:{label}",
                           "reward vs length; accuracy when chosen is longer "
-                          f"{_fmt(m['length_bias']['chosen_longer']['accuracy'])}, shorter "
-                          f"{_fmt(m['length_bias']['chosen_shorter']['accuracy'])}"))
+                          f"{cell(m['length_bias']['chosen_longer']['accuracy'])}, shorter "
+                          f"{cell(m['length_bias']['chosen_shorter']['accuracy'])}"))
         curves = m.get("selection_curves")
         if curves and curves.get("n"):
-            parts.append(_img(accuracy_vs_n_plot(curves, label), f"accuracy_vs_n:{label}",
+            parts.append(figure(accuracy_vs_n_plot(curves, label), f"accuracy_vs_n:{label}",
                               f"best-of-N rows: accuracy of the pick vs N ({curves.get('prompts')} prompts, "
                               f"{curves.get('trials')} random subsets each)"))
         errors = m.get("errors", {})
@@ -364,7 +319,7 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
         parts.append("<h2>Robustness to meaning-preserving edits</h2>")
         flips = {label: [m["robustness"]["perturbations"].get(p, {}).get("flip_rate") for p in perturbations]
                  for label, m in rewards.items()}
-        parts.append(_img(grouped_bars_plot(perturbations, flips, "share of pairs flipped", "ranking flips"),
+        parts.append(figure(grouped_bars_plot(perturbations, flips, "share of pairs flipped", "ranking flips"),
                           "robustness_bars", "share of probed pairs whose ranking flips under each perturbation"))
         parts.append("<table><tr><th>perturbation</th>" + "".join(
             f"<th>{esc(lb)} flip rate</th><th>{esc(lb)} |Δr|/std</th>" for lb in labels) + "</tr>")
@@ -372,7 +327,7 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
             cells = []
             for m in rewards.values():
                 e = m["robustness"]["perturbations"].get(p, {})
-                cells.append(f"<td>{_fmt(e.get('flip_rate'))}</td><td>{_fmt(e.get('mean_abs_change_in_std'))}</td>")
+                cells.append(f"<td>{cell(e.get('flip_rate'))}</td><td>{cell(e.get('mean_abs_change_in_std'))}</td>")
             parts.append(f"<tr><td>{esc(p)}</td>{''.join(cells)}</tr>")
         parts.append("</table>")
     parts.append("</body></html>")

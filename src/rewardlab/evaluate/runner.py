@@ -17,7 +17,6 @@ from typing import Any
 from rich.progress import TaskID
 
 from rewardlab.data.eval_data import EvalData, EvalItem, load_eval_data, load_subset_weights
-from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.data.rewardbench import RewardBench2Row
 from rewardlab.evaluate.calibration import calibration_report
 from rewardlab.evaluate.metrics import (
@@ -32,6 +31,7 @@ from rewardlab.evaluate.metrics import (
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
+from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
 from rewardlab.runtime.batching import score_in_batches

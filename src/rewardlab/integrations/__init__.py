@@ -10,11 +10,11 @@ Each module is imported on its own (importing this package loads no trainer, no 
 - `rewardlab.integrations.payload`: the framework-free OpenRLHF payload (`{"query", "prompts", "labels"}` in,
   `{"rewards", "scores", "extra_logs"}` out), shared with the HTTP server's `/get_reward`.
 - `rewardlab.integrations.advantages`: GRPO, Dr. GRPO, RLOO and REINFORCE++ advantages, DAPO overlong penalty.
-- `rewardlab.integrations.kl`: KL estimators k1, k2, k3.
+- `rewardlab.integrations.kl`: KL estimators k1, k2, k3 (best-of-N's analytic KL: `rewardlab.select.curves`).
 - `rewardlab.integrations.rwr`: reward-weighted regression weights for reward-weighted SFT.
 - `rewardlab.integrations.dpo_pairs`: DPO preference pairs from scored candidates (`rewardlab pairs`).
-- `rewardlab.integrations.monitor`: reward-hacking monitors (`rewardlab monitor`); `monitor_report`: its HTML page.
 - `rewardlab.integrations.scored`: reads `rewardlab score` output rows, grouped by prompt (for pairs and weights).
 
-Wiring for each trainer: `docs/rl.md`; advantages, pairs and monitors: `docs/rl-tools.md`.
+Wiring for each trainer: `docs/rl.md`; advantages and pairs: `docs/rl-tools.md`; the
+reward-hacking monitor (`rewardlab monitor`) lives in `rewardlab.evaluate.monitor`.
 """

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.integrations.scored import ScoredRow, grouped, read_scored_jsonl
+from rewardlab.jsonl import atomic_writer, dumps_row
 
 Strategy = Literal["best-worst", "all"]
 STRATEGIES = ("best-worst", "all")

@@ -1,4 +1,4 @@
-"""KL estimators k1, k2, k3 from per-token log-probabilities, and best-of-N's analytic KL.
+"""KL estimators k1, k2, k3 from per-token log-probabilities (best-of-N's analytic KL is `select.curves.best_of_n_kl`).
 
 Schulman, "Approximating KL divergence" (2020, http://joschu.net/blog/kl-approx.html). Tokens are sampled from
 the policy q, the reference is p, and r = p_ref / p_policy, so log r = ref_logp − logp. Each estimator is an
@@ -15,7 +15,6 @@ Arguments are numpy arrays, lists or torch tensors (a tensor in gives a tensor o
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -89,10 +88,3 @@ def kl_estimate(logp: Any, ref_logp: Any, estimator: str = "k3", *, mask: Any = 
     if array.shape != np.shape(value):
         raise ValueError(f"mask has shape {array.shape} but the log-probs have shape {np.shape(value)}")
     return float((value * array).sum() / max(array.sum(), 1.0))
-
-
-def best_of_n_kl(n: int) -> float:
-    """KL(best-of-n ‖ base) = log n − (n − 1)/n (Stiennon et al. 2020; an upper bound, Beirami et al. 2024)."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    return math.log(n) - (n - 1) / n

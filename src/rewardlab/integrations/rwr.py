@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.integrations.advantages import Groups, Rewards, group_ids, reward_array, same_kind
 from rewardlab.integrations.scored import read_scored_jsonl
+from rewardlab.jsonl import atomic_writer, dumps_row
 
 Normalize = Literal["sum", "mean"]
 

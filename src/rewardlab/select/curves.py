@@ -1,13 +1,17 @@
 """Accuracy against the number of candidates N (1, 2, 4, ...) for each selection method: for every N, many
 seeded random subsets of N candidates per prompt; a pick counts when the chosen candidate is correct.
 `oracle` (any of the N correct, pass@N) and `random` (the expected accuracy of a random pick, exactly: the mean
-correctness of the prompt's candidates) bound the methods."""
+correctness of the prompt's candidates) bound the methods. Beside them, best-of-N's analytic KL and the unbiased
+expected best-of-n reward (what `rewardlab monitor` plots against the policy's KL)."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from rewardlab.select.selection import final_answer, pick_best, vote
 
@@ -76,3 +80,20 @@ def accuracy_vs_n(
             count += 1
     return {"n": ns, "accuracy": {m: [s / count for s in sums[m]] for m in names}, "prompts": len(usable),
             "trials": trials, "equivalence": equivalence}
+
+
+def best_of_n_kl(n: int) -> float:
+    """KL(best-of-n ‖ base) = log n − (n − 1)/n (Stiennon et al. 2020; an upper bound, Beirami et al. 2024)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    return math.log(n) - (n - 1) / n
+
+
+def expected_best_of_n(values: Sequence[float], n: int) -> float:
+    """Unbiased E[max of n drawn without replacement] from N ≥ n values: Σᵢ C(i−1, n−1)/C(N, n) · r₍ᵢ₎ (sorted)."""
+    ordered = sorted(values)
+    total = len(ordered)
+    if not 1 <= n <= total:
+        raise ValueError(f"n must be in [1, {total}], got {n}")
+    denom = math.comb(total, n)
+    return float(sum(math.comb(i - 1, n - 1) * ordered[i - 1] for i in range(n, total + 1)) / denom)

@@ -1,4 +1,5 @@
-"""The reward-hacking monitor's report: one self-contained HTML page, plots embedded as PNG (as evaluate.report)."""
+"""The reward-hacking monitor's report: one self-contained HTML page built with `evaluate.html`, as the evaluation
+report is."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardlab.evaluate.html import (
+    COLORS,
+    cell,
+    embedded_json,
+    figure,
+    figure_to_data_uri,
+    page_head,
+    use_headless_backend,
+)
+from rewardlab.evaluate.monitor import MonitorResult, trend
 from rewardlab.jsonl import atomic_writer
-from rewardlab.evaluate.report import _COLORS, _CSS, _figure_to_data_uri, _fmt, _img
-from rewardlab.integrations.monitor import MonitorResult, trend
 
 
 def _xy(series: Mapping[int, float]) -> tuple[list[int], list[float]]:
@@ -24,14 +33,14 @@ def proxy_gold_plot(result: MonitorResult) -> str:
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
     x, y = _xy(result.proxy)
-    ax.plot(x, y, color=_COLORS[0], label=f"proxy: {result.proxy_name}")
+    ax.plot(x, y, color=COLORS[0], label=f"proxy: {result.proxy_name}")
     ax.set_xlabel("step")
-    ax.set_ylabel("proxy reward", color=_COLORS[0])
+    ax.set_ylabel("proxy reward", color=COLORS[0])
     if result.gold:
         twin = ax.twinx()
         gx, gy = _xy(result.gold)
-        twin.plot(gx, gy, color=_COLORS[3], label=f"gold: {result.gold_name}")
-        twin.set_ylabel("gold reward", color=_COLORS[3])
+        twin.plot(gx, gy, color=COLORS[3], label=f"gold: {result.gold_name}")
+        twin.set_ylabel("gold reward", color=COLORS[3])
         spans: list[list[int]] = []  # flagged windows merged where they overlap
         for window in (w for w in result.windows if w.flagged):
             if spans and window.start <= spans[-1][1]:
@@ -39,15 +48,15 @@ def proxy_gold_plot(result: MonitorResult) -> str:
             else:
                 spans.append([window.start, window.end])
         for start, end in spans:
-            ax.axvspan(start, end, color=_COLORS[3], alpha=0.12, linewidth=0)
+            ax.axvspan(start, end, color=COLORS[3], alpha=0.12, linewidth=0)
         if result.onset is not None:
-            ax.axvline(result.onset, color=_COLORS[3], linestyle="--", linewidth=1)
+            ax.axvline(result.onset, color=COLORS[3], linestyle="--", linewidth=1)
         handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         ax.legend(handles=handles, loc="upper left", fontsize=8)
     else:
         ax.legend(loc="upper left", fontsize=8)
     ax.set_title("proxy vs gold reward")
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def length_plot(result: MonitorResult) -> str:
@@ -57,17 +66,17 @@ def length_plot(result: MonitorResult) -> str:
     fig, ax = plt.subplots(figsize=(8, 3.2))
     if result.lengths:
         x, y = _xy(result.lengths)
-        ax.plot(x, y, color=_COLORS[1], label="mean length")
+        ax.plot(x, y, color=COLORS[1], label="mean length")
     ax.set_xlabel("step")
-    ax.set_ylabel("mean length", color=_COLORS[1])
+    ax.set_ylabel("mean length", color=COLORS[1])
     if result.length_correlation:
         twin = ax.twinx()
         cx, cy = _xy(result.length_correlation)
-        twin.plot(cx, cy, color=_COLORS[2], marker=".", linewidth=1, label="ρ(reward, length)")
+        twin.plot(cx, cy, color=COLORS[2], marker=".", linewidth=1, label="ρ(reward, length)")
         twin.set_ylim(-1.05, 1.05)
-        twin.set_ylabel("Spearman ρ(reward, length)", color=_COLORS[2])
+        twin.set_ylabel("Spearman ρ(reward, length)", color=COLORS[2])
     ax.set_title("length and reward-length correlation")
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def disagreement_plot(result: MonitorResult) -> str:
@@ -76,11 +85,11 @@ def disagreement_plot(result: MonitorResult) -> str:
 
     fig, ax = plt.subplots(figsize=(8, 3.0))
     x, y = _xy(result.disagreement)
-    ax.plot(x, y, color=_COLORS[4])
+    ax.plot(x, y, color=COLORS[4])
     ax.set_xlabel("step")
     ax.set_ylabel("mean std across members")
     ax.set_title("ensemble disagreement")
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def kl_plot(result: MonitorResult) -> str:
@@ -90,23 +99,21 @@ def kl_plot(result: MonitorResult) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     if result.best_of_n:
         ax.plot([r["kl"] for r in result.best_of_n], [r["reward"] for r in result.best_of_n], marker="o",
-                color=_COLORS[5], label="best-of-n (log n − (n−1)/n)")
+                color=COLORS[5], label="best-of-n (log n − (n−1)/n)")
     common = sorted(set(result.kl) & set(result.proxy))
     if common:
         ax.plot([result.kl[s] for s in common], [result.proxy[s] for s in common], marker=".", linewidth=1,
-                color=_COLORS[0], label="policy (logged kl)")
+                color=COLORS[0], label="policy (logged kl)")
     ax.set_xlabel("KL (nats)")
     ax.set_ylabel("proxy reward")
     ax.legend(fontsize=8)
     ax.set_title("reward vs KL")
-    return _figure_to_data_uri(fig)
+    return figure_to_data_uri(fig)
 
 
 def render_monitor_report(result: MonitorResult, *, source: str = "") -> str:
     """The HTML page: verdict, trends table, flagged windows, plots."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_headless_backend()
     data = result.to_dict()
     if result.hacking:
         verdict = (f'<p style="color:#b42318;font-weight:600">Reward hacking suspected from step {result.onset}: '
@@ -123,25 +130,22 @@ def render_monitor_report(result: MonitorResult, *, source: str = "") -> str:
         ("ensemble disagreement", "", trend(result.disagreement)),
         ("kl", "", trend(result.kl)),
     ]
-    table = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{_fmt(c)}</td></tr>"
+    table = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{cell(c)}</td></tr>"
                     for a, b, c in rows)
     flagged = [w for w in result.windows if w.flagged]
-    windows = "".join(f"<tr><td>{w.start}–{w.end}</td><td>{_fmt(w.proxy_rho)}</td><td>{_fmt(w.gold_rho)}</td></tr>"
+    windows = "".join(f"<tr><td>{w.start}–{w.end}</td><td>{cell(w.proxy_rho)}</td><td>{cell(w.gold_rho)}</td></tr>"
                       for w in flagged[:30])
-    plots = [_img(proxy_gold_plot(result), "proxy_gold", "proxy (left axis) and gold (right axis) per step")]
+    plots = [figure(proxy_gold_plot(result), "proxy_gold", "proxy (left axis) and gold (right axis) per step")]
     if result.lengths or result.length_correlation:
-        plots.append(_img(length_plot(result), "length", "mean length and per-step Spearman ρ(reward, length)"))
+        plots.append(figure(length_plot(result), "length", "mean length and per-step Spearman ρ(reward, length)"))
     if result.disagreement:
-        plots.append(_img(disagreement_plot(result), "disagreement", "std across ensemble members, mean per step"))
+        plots.append(figure(disagreement_plot(result), "disagreement", "std across ensemble members, mean per step"))
     if result.best_of_n or result.kl:
-        plots.append(_img(kl_plot(result), "kl", "reward vs KL: best-of-n's analytic KL beside the policy's"))
-    bon = "".join(f"<tr><td>{int(r['n'])}</td><td>{_fmt(r['kl'])}</td><td>{_fmt(r['reward'])}</td></tr>"
+        plots.append(figure(kl_plot(result), "kl", "reward vs KL: best-of-n's analytic KL beside the policy's"))
+    bon = "".join(f"<tr><td>{int(r['n'])}</td><td>{cell(r['kl'])}</td><td>{cell(r['reward'])}</td></tr>"
                   for r in result.best_of_n)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
-    # JSON inside <script>: <, > and & as \u escapes, so no text from the log can close or open a tag
-    embedded = json.dumps(data, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>rewardlab monitor</title><style>{_CSS}</style></head><body>
+    return f"""{page_head("rewardlab monitor")}
 <h1>Reward-hacking monitor</h1>
 <p class=muted>{html.escape(source)} · window {result.window} steps · threshold ρ ≥ {result.threshold}
 (proxy rising) and ρ ≤ −{result.threshold} (gold falling), Spearman against the step · reported after
@@ -155,7 +159,7 @@ def render_monitor_report(result: MonitorResult, *, source: str = "") -> str:
 <h2>Best-of-n at the first logged step</h2>
 <table><tr><th>n</th><th>KL = log n − (n−1)/n</th><th>expected best reward</th></tr>{bon}</table>
 {f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}
-<script type="application/json" id="monitor-data">{embedded}</script>
+{embedded_json(data, "monitor-data")}
 </body></html>
 """
 

@@ -15,29 +15,44 @@ Statistics (pure functions):
   Coste et al. 2024), averaged per step by `mean_by_step`.
 - `best_of_n_curve`: best-of-n's analytic KL (log n − (n−1)/n) beside the expected best-of-n reward estimated
   without bias from N ≥ n samples per prompt.
-
-Log rows (JSONL), read by `read_training_log`: metric rows (TRL's `trainer.state.log_history`: `step`, `reward`,
-`reward_std`, `rewards/<name>/mean`, `completions/mean_length`, `kl`, ...; rewardlab trainer rows with `event`
-and `step`) and completion rows (TRL's `log_completions` table: `step`, `prompt`, `completion`, one column per
-reward function, `advantage`; or `{step, prompt, completion|response, reward}`).
+The log itself is read by `evaluate.training_log.read_training_log`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rewardlab.jsonl import iter_jsonl
 from rewardlab.evaluate.metrics import spearman
-from rewardlab.integrations.kl import best_of_n_kl
-from rewardlab.rewards.text import count_units
-from rewardlab.types import Score
+from rewardlab.evaluate.training_log import (
+    TrainingLog,
+    completion_lengths,
+    completion_text,
+    finite,
+    read_training_log,
+)
+from rewardlab.select.curves import best_of_n_kl, expected_best_of_n
+from rewardlab.types import Sample, Score
+
+__all__ = [
+    "MonitorResult",
+    "TrainingLog",
+    "Window",
+    "analyse_log",
+    "best_of_n_curve",
+    "divergence_windows",
+    "ensemble_disagreement",
+    "ensemble_member_values",
+    "hacking_onset",
+    "length_correlation_by_step",
+    "mean_by_step",
+    "read_training_log",
+    "score_completions",
+    "trend",
+]
 
 DEFAULT_WINDOW = 20
 DEFAULT_THRESHOLD = 0.6
@@ -50,17 +65,13 @@ LENGTH_COLUMNS = ("completions/mean_length", "completion_length", "mean_length")
 # --------------------------------------------------------------------------------------- pure statistics
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def mean_by_step(steps: Sequence[int], values: Sequence[float | None]) -> dict[int, float]:
     """Mean of the finite values logged at each step, steps ascending (a step with none is left out)."""
     if len(steps) != len(values):
         raise ValueError(f"{len(steps)} steps but {len(values)} values")
     sums: dict[int, list[float]] = {}
     for step, value in zip(steps, values, strict=True):
-        if value is not None and _finite(value):
+        if value is not None and finite(value):
             sums.setdefault(int(step), []).append(float(value))
     return {s: float(np.mean(v)) for s, v in sorted(sums.items())}
 
@@ -74,7 +85,7 @@ def ensemble_disagreement(member_values: Sequence[Sequence[float | None]]) -> li
         raise ValueError(f"members have different lengths: {[len(m) for m in member_values]}")
     out: list[float | None] = []
     for i in range(n):
-        present = [float(m[i]) for m in member_values if m[i] is not None and _finite(m[i])]  # type: ignore[arg-type]
+        present = [float(m[i]) for m in member_values if m[i] is not None and finite(m[i])]  # type: ignore[arg-type]
         out.append(float(np.std(present)) if len(present) >= 2 else None)
     return out
 
@@ -152,7 +163,7 @@ def length_correlation_by_step(
         raise ValueError(f"steps, rewards and lengths differ in length: {len(steps)}, {len(rewards)}, {len(lengths)}")
     by_step: dict[int, tuple[list[float], list[float]]] = {}
     for step, reward, length in zip(steps, rewards, lengths, strict=True):
-        if reward is not None and _finite(reward):
+        if reward is not None and finite(reward):
             r, n = by_step.setdefault(int(step), ([], []))
             r.append(float(reward))
             n.append(float(length))
@@ -173,16 +184,6 @@ def trend(series: Mapping[int, float]) -> float | None:
     return spearman([float(s) for s in steps], [series[s] for s in steps])
 
 
-def expected_best_of_n(values: Sequence[float], n: int) -> float:
-    """Unbiased E[max of n drawn without replacement] from N ≥ n values: Σᵢ C(i−1, n−1)/C(N, n) · r₍ᵢ₎ (sorted)."""
-    ordered = sorted(values)
-    total = len(ordered)
-    if not 1 <= n <= total:
-        raise ValueError(f"n must be in [1, {total}], got {n}")
-    denom = math.comb(total, n)
-    return float(sum(math.comb(i - 1, n - 1) * ordered[i - 1] for i in range(n, total + 1)) / denom)
-
-
 def best_of_n_curve(
     groups: Mapping[Any, Sequence[float]], ns: Sequence[int] | None = None
 ) -> list[dict[str, float]]:
@@ -195,128 +196,6 @@ def best_of_n_curve(
         ns = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= largest]
     return [{"n": n, "kl": best_of_n_kl(n), "reward": float(np.mean([expected_best_of_n(v, n) for v in usable]))}
             for n in ns if n <= largest]
-
-
-# --------------------------------------------------------------------------------------- reading a training log
-
-
-@dataclass
-class TrainingLog:
-    """A training log split into per-step metric rows and per-completion rows."""
-
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    completions: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[tuple[str, int, str]] = field(default_factory=list)
-
-    def metric_series(self, column: str) -> dict[int, float]:
-        """`column` of the metric rows by step (the last value logged at a step wins)."""
-        out: dict[int, float] = {}
-        for row in self.metrics:
-            if _finite(row.get(column)):
-                out[int(row["step"])] = float(row[column])
-        return dict(sorted(out.items()))
-
-    def metric_columns(self) -> list[str]:
-        """Numeric columns present in the metric rows."""
-        seen: dict[str, None] = {}
-        for row in self.metrics:
-            for key, value in row.items():
-                if key != "step" and _finite(value):
-                    seen.setdefault(key, None)
-        return list(seen)
-
-    def completion_columns(self) -> list[str]:
-        """Numeric columns of the completion rows (reward functions, advantage, ...)."""
-        seen: dict[str, None] = {}
-        for row in self.completions:
-            for key, value in row.items():
-                if key != "step" and _finite(value):
-                    seen.setdefault(key, None)
-        return list(seen)
-
-
-def completion_text(row: Mapping[str, Any]) -> str:
-    """The response of a completion row: `completion`/`response` text, or the last assistant message's content."""
-    value = row.get("completion", row.get("response", ""))
-    if isinstance(value, list):
-        for message in reversed(value):
-            if isinstance(message, Mapping) and message.get("role") == "assistant":
-                return str(message.get("content", ""))
-        return ""
-    return "" if value is None else str(value)
-
-
-def _add_row(log: TrainingLog, row: Any, source: str, number: int) -> None:
-    """File one log row as a metric or completion row, or record why it was skipped."""
-    if not isinstance(row, dict):
-        log.skipped.append((source, number, f"expected a JSON object, got {type(row).__name__}"))
-        return
-    step = row.get("step", row.get("global_step"))
-    if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step):
-        log.skipped.append((source, number, "no numeric 'step'"))
-        return
-    row = {**row, "step": int(step)}
-    if "completion" in row or "response" in row:
-        log.completions.append(row)
-    else:
-        log.metrics.append(row)
-
-
-def _trainer_state(folder: Path) -> Path | None:
-    """`folder/trainer_state.json`, else the one of the latest `checkpoint-N` inside it."""
-    if (folder / "trainer_state.json").is_file():
-        return folder / "trainer_state.json"
-    found = [p for p in folder.glob("checkpoint-*/trainer_state.json") if p.parent.name.split("-")[-1].isdigit()]
-    return max(found, key=lambda p: int(p.parent.name.split("-")[-1])) if found else None
-
-
-def _read_one(log: TrainingLog, path: Path) -> None:
-    if path.is_dir():
-        state = _trainer_state(path)
-        tables = sorted((path / "completions").glob("*.parquet"))
-        if state is None and not tables:
-            raise ValueError(f"{path}: no trainer_state.json, checkpoint-*/trainer_state.json or completions/*.parquet "
-                             "(what a TRL output_dir holds)")
-        for item in ([state] if state is not None else []) + tables:
-            _read_one(log, item)
-    elif path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-            _add_row(log, row, str(path), number)
-    elif path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
-        rows = data.get("log_history") if isinstance(data, dict) else data
-        if not isinstance(rows, list):
-            raise ValueError(f"{path}: expected a list of rows or an object with 'log_history' (trainer_state.json)")
-        for number, row in enumerate(rows, start=1):
-            _add_row(log, row, str(path), number)
-    else:
-        for line in iter_jsonl(path):
-            if line.error is not None:
-                log.skipped.append((str(path), line.number, line.error))
-            else:
-                _add_row(log, line.row, str(path), line.number)
-
-
-def read_training_log(*paths: str | Path) -> TrainingLog:
-    """Read training logs: JSONL rows, a `trainer_state.json` (its `log_history`), TRL's completion `.parquet`
-    tables, or a TRL `output_dir` (its trainer state and `completions/*.parquet`). Rows without a numeric `step`
-    and unparseable lines are skipped and listed as (file, row or line number, reason)."""
-    if not paths:
-        raise ValueError("read_training_log needs at least one path")
-    log = TrainingLog()
-    for path in paths:
-        _read_one(log, Path(path))
-    return log
-
-
-def completion_lengths(rows: Sequence[Mapping[str, Any]], unit: str = "tokens") -> list[int]:
-    """Length of each completion row's response (`count_units`: tokens ≈ word/punctuation pieces, words, chars)."""
-    return [count_units(completion_text(r), unit) for r in rows]
 
 
 # --------------------------------------------------------------------------------------- analysing a log
@@ -393,8 +272,6 @@ def _proxy_column(log: TrainingLog) -> str:
 
 def score_completions(rows: Sequence[Mapping[str, Any]], reward: Any) -> list[Score]:
     """Score completion rows with a `Reward` (prompt, response, `reference` column; other columns as metadata)."""
-    from rewardlab.types import Sample
-
     samples = []
     for row in rows:
         prompt = row.get("prompt", "")
@@ -429,9 +306,7 @@ def analyse_log(
     if members and ensemble is not None:
         raise ValueError("pass members (logged columns) or ensemble (a reward), not both")
     if ensemble is not None:
-        from rewardlab.compose import Ensemble
-
-        if not isinstance(ensemble, Ensemble):
+        if getattr(ensemble, "name", None) != "ensemble" or not hasattr(ensemble, "parts"):
             name = getattr(ensemble, "name", ensemble)
             raise ValueError(f"ensemble must be an {{'ensemble': ...}} composite, got {name!r}")
         if not log.completions:
@@ -485,7 +360,7 @@ def analyse_log(
             first = min(r["step"] for r in rows)
             groups: dict[str, list[float]] = {}
             for row, value in zip(rows, values, strict=True):
-                if row["step"] == first and value is not None and _finite(value):
+                if row["step"] == first and value is not None and finite(value):
                     groups.setdefault(repr(row.get("prompt")), []).append(float(value))
             if groups and min(len(v) for v in groups.values()) >= 2:
                 result.best_of_n = best_of_n_curve(groups)
