@@ -116,6 +116,53 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
 
 
+SLEEPER = json.dumps({"response": "import time\ntime.sleep(120)\n", "reference": {"tests": ["assert True"]}})
+
+
+def cgroups_of(pid: int) -> list[str]:
+    """The per-run memory cgroups a scorer process `pid` holds (empty where the sandbox has none)."""
+    from rewardlab.runtime.sandbox import memory_cgroups
+
+    cgroups = memory_cgroups()[0]
+    if cgroups is None:
+        return []
+    return [name for name in os.listdir(cgroups.parent) if name.startswith(f"rewardlab-{pid}-")]
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_mid_code_scoring_keeps_the_old_output_and_leaves_nothing(tmp_path: Path, signum: int,
+                                                                         status: int) -> None:
+    from rewardlab.runtime.sandbox import memory_cgroups
+
+    source = write_rows(tmp_path / "in.jsonl", [SLEEPER] * 6)
+    out = tmp_path / "out.jsonl"
+    out.write_text("old scores\n")
+    process = subprocess.Popen([sys.executable, "-m", "rewardlab", "score", "-r", "code", "-i", str(source),
+                                "-o", str(out), "--workers", "2", "--timeout", "120", "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    with_cgroups = memory_cgroups()[0] is not None
+
+    def in_flight() -> bool:  # writing the temporary file, and (with cgroups) both sandboxed runs started
+        writing = any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+        return writing and (not with_cgroups or len(cgroups_of(process.pid)) == 2)
+
+    while not in_flight():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "scoring never got under way"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the programs are sleeping inside their sandboxes
+    sent = time.monotonic()
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == status, stderr.decode()
+    assert time.monotonic() - sent < 15  # queued runs never start; runs in flight are stopped, not waited for
+    assert out.read_text() == "old scores\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]  # no temporary file
+    assert cgroups_of(process.pid) == []
+    assert b"Traceback" not in stderr
+
+
 def test_atomic_writer_keeps_the_old_file_on_error(tmp_path: Path) -> None:
     target = tmp_path / "f.txt"
     target.write_text("old")
