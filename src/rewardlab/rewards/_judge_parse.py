@@ -1,9 +1,15 @@
-"""Judge prompt templates (versioned data files) and parsers for what a judge writes back.
+"""Judge prompt templates (versioned data files), the fencing of quoted text, and the parsers of a judge's answer.
 
-Parsing rules (docs/judges.md): the verdict is the LAST verdict line of the judge's output ("Score: N",
-"Winner: A"); a number outside the scale, a denominator other than the scale's top, or no verdict line at all is
-unparseable; an answer with no verdict that reads as a refusal is a refusal. Lines of a response that look like a
-verdict, and the tags that delimit the response, are defanged before the judge sees the response (`quote`).
+Verdict rule (docs/judges.md): a judge's verdict is read only from the LAST non-empty line of its own answer, and
+that whole line must have a verdict's shape ("Score: 4", "Winner: A", "Yes" or "Answer: No"); anything before it
+is the rationale. A verdict written anywhere else (in a critique, or in an echo of the response) is never read, and
+a final line of another shape is unparseable. An answer with no verdict that reads as a refusal is a refusal.
+
+Fencing rule: the response (and the prompt and reference) is quoted between tags that carry a fence token derived
+from the quoted texts (`fence_token`), so the response cannot name its own closing tag; every tag-shaped
+`<response…>`, `<prompt…>`, `<reference…>` inside quoted text is escaped; and every line of quoted text that has a
+verdict's shape is prefixed `(quoted) `, so an echo of the response is never read as the judge's verdict. The
+parsers and `quote` cut lines the same way (`str.splitlines`) and test them with the same predicate.
 """
 
 from __future__ import annotations
@@ -14,24 +20,30 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-#: Built-in templates, by name (files `rewards/templates/NAME.txt`).
-BUILTIN_TEMPLATES = ("pointwise-v1", "principles-v1", "pairwise-v1", "yesno-v1", "criteria-v1")
+#: Built-in templates, by name (files `rewards/templates/NAME.txt`); the v1 files stay for reproducibility.
+BUILTIN_TEMPLATES = ("pointwise-v1", "principles-v1", "pairwise-v1", "yesno-v1", "criteria-v1",
+                     "pointwise-v2", "principles-v2", "pairwise-v2", "yesno-v2", "criteria-v2")
 
+_FLAGS = re.IGNORECASE | re.ASCII
+_LEAD = r"[\s>*#_\-]*"  # markdown a judge may put before its verdict
+_TAIL = r"[\s*_.!\]]*"  # and after it
 _SCORE_LINE = re.compile(
-    r"^[\s>*#_\-]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*\[*\s*(-?\d+(?:\.\d+)?)\s*\]*"
-    r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?", re.IGNORECASE | re.MULTILINE)
+    _LEAD + r"(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*\[*\s*(-?[0-9]+(?:\.[0-9]+)?)\s*\]*"
+    r"(?:\s*(?:/|out\s+of)\s*([0-9]+(?:\.[0-9]+)?))?" + _TAIL, _FLAGS)
 _WINNER_LINE = re.compile(
-    r"^[\s>*#_\-]*(?:final\s+)?(?:winner|verdict|better(?:\s+response)?)\s*[:=]\s*\**\s*\[*\s*"
-    r"(?:response\s*|assistant\s*)?(A|B|tie|draw|neither|equal)\b", re.IGNORECASE | re.MULTILINE)
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+    _LEAD + r"(?:final\s+)?(?:winner|verdict|better(?:\s+response)?)\s*[:=]\s*\**\s*\[*\s*"
+    r"(?:response\s*|assistant\s*)?(A|B|tie|draw|neither|equal)" + _TAIL, _FLAGS)
+_YES_NO_LINE = re.compile(
+    _LEAD + r"(?:(?:final\s+)?(?:answer|verdict)\s*[:=]\s*)?\**\s*(yes|no)" + _TAIL, _FLAGS)
+#: Broader than the parsers on purpose: any quoted line that starts like a verdict label is defanged.
+_VERDICT_LABEL = re.compile(
+    _LEAD + r"(?:final\s+)?(?:score|rating|grade|winner|verdict|answer|better(?:\s+response)?)[\s*_]*[:=]", _FLAGS)
 _REFUSAL = re.compile(
     r"\b(I\s*(?:'m|am)\s+sorry|I\s+(?:can(?:'|no)?t|cannot|won't|will\s+not|am\s+unable\s+to|'m\s+unable\s+to)"
     r"\s+(?:help|assist|evaluate|grade|rate|judge|comply|provide|do\s+that|engage)|as\s+an\s+AI)", re.IGNORECASE)
-#: Tags that delimit quoted text in the templates; a response cannot close or open them.
-_TAGS = re.compile(r"</?\s*(response(?:_a|_b)?|prompt|reference)\s*>", re.IGNORECASE)
-_VERDICT_LOOKALIKE = re.compile(
-    r"^([\s>*#_\-]*)((?:final\s+)?(?:score|rating|grade|winner|verdict|better(?:\s+response)?)[\s*_]*[:=])",
-    re.IGNORECASE | re.MULTILINE)
+#: Tag-shaped text that could open or close a quoted block (with or without a fence suffix); escaped in quotes.
+_TAGS = re.compile(r"<\s*/?\s*(?:response|prompt|reference)[^<>]{0,80}>", re.IGNORECASE)
+FENCE_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,7 @@ class Template:
 
 
 def load_template(name_or_path: str) -> Template:
-    """A built-in template by name (`pointwise-v1`) or a template file (`[system]` and `[user]` sections)."""
+    """A built-in template by name (`pointwise-v2`) or a template file (`[system]` and `[user]` sections)."""
     if name_or_path in BUILTIN_TEMPLATES:
         text = resources.files("rewardlab.rewards").joinpath("templates", f"{name_or_path}.txt").read_text("utf-8")
         name = name_or_path
@@ -81,15 +93,32 @@ def load_template(name_or_path: str) -> Template:
     return Template(name=name, system=system, user=user)
 
 
+def verdict_shaped(line: str) -> bool:
+    """Whether one line of text could be read as a verdict (or starts like a verdict label), on any scale."""
+    line = line.strip()
+    return bool(_VERDICT_LABEL.match(line) or _SCORE_LINE.fullmatch(line) or _WINNER_LINE.fullmatch(line)
+                or _YES_NO_LINE.fullmatch(line))
+
+
 def quote(text: str, limit: int) -> tuple[str, bool]:
-    """`text` ready to be quoted inside a template: truncated to `limit` characters, delimiting tags and verdict
-    lines defanged; and whether it was truncated."""
+    """`text` ready to be quoted inside a template: truncated to `limit` characters, tag-shaped text escaped and
+    verdict-shaped lines prefixed `(quoted) `; and whether it was truncated."""
     truncated = len(text) > limit
     if truncated:
         text = text[:limit] + "\n[... truncated]"
     text = _TAGS.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
-    text = _VERDICT_LOOKALIKE.sub(lambda m: f"{m.group(1)}(quoted) {m.group(2)}", text)
-    return text, truncated
+    lines = text.splitlines(keepends=True)
+    return "".join(f"(quoted) {line}" if verdict_shaped(line) else line for line in lines), truncated
+
+
+def fence_token(*quoted: str) -> str:
+    """The fence of one judge call: hex digits of a hash of every quoted text, so a response cannot contain the tag
+    that closes it (it would have to contain its own hash); deterministic, so caches and seeds still hold."""
+    digest = hashlib.sha256()
+    for text in quoted:
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:FENCE_CHARS]
 
 
 @dataclass
@@ -102,48 +131,56 @@ class Verdict:
     problem: str | None = None
 
 
-def _rationale(text: str, start: int) -> str | None:
-    head = text[:start].strip()
-    return head or None
+def final_line(text: str) -> tuple[str, str | None]:
+    """The last non-empty line of a judge answer and the text before it (its rationale, or None)."""
+    lines = text.splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        if lines[k].strip():
+            head = "\n".join(lines[:k]).strip()
+            return lines[k].strip(), head or None
+    return "", None
+
+
+def _no_verdict(text: str, line: str, expected: str, refusal: str) -> Verdict:
+    if _REFUSAL.search(text):
+        return Verdict(None, refused=True, problem=refusal)
+    if not line:
+        return Verdict(None, problem="the judge's answer is empty")
+    return Verdict(None, problem=f"the judge's last line {line[:80]!r} is not a {expected!r} line")
 
 
 def parse_score(text: str, low: float, high: float) -> Verdict:
-    """The last `Score: N` (or `N/high`, `N out of high`) line in a judge answer, checked against the scale."""
-    matches = list(_SCORE_LINE.finditer(text))
-    if not matches:
-        if _REFUSAL.search(text):
-            return Verdict(None, refused=True, problem="the judge refused to grade the response")
-        return Verdict(None, problem="no 'Score: N' line in the judge's answer")
-    last = matches[-1]
-    number = float(last.group(1))
-    if last.group(2) is not None and float(last.group(2)) != high:
-        return Verdict(None, problem=f"score {last.group(0).strip()!r} is not on the {low:g}-{high:g} scale")
+    """The judge's final `Score: N` line (or `N/high`, `N out of high`), checked against the scale."""
+    line, head = final_line(text)
+    match = _SCORE_LINE.fullmatch(line)
+    if match is None:
+        return _no_verdict(text, line, "Score: N", "the judge refused to grade the response")
+    number = float(match.group(1))
+    if match.group(2) is not None and float(match.group(2)) != high:
+        return Verdict(None, problem=f"score {line!r} is not on the {low:g}-{high:g} scale")
     if not low <= number <= high:
         return Verdict(None, problem=f"score {number:g} is outside the {low:g}-{high:g} scale")
-    return Verdict(number, rationale=_rationale(text, last.start()))
+    return Verdict(number, rationale=head)
 
 
 def parse_winner(text: str) -> Verdict:
-    """The last `Winner: A|B|tie` line: 1.0 when A (the first response) wins, 0.0 when B, 0.5 for a tie."""
-    matches = list(_WINNER_LINE.finditer(text))
-    if not matches:
-        if _REFUSAL.search(text):
-            return Verdict(None, refused=True, problem="the judge refused to compare the responses")
-        return Verdict(None, problem="no 'Winner: A|B|tie' line in the judge's answer")
-    last = matches[-1]
-    word = last.group(1).lower()
+    """The judge's final `Winner: A|B|tie` line: 1.0 when A (the first response) wins, 0.0 when B, 0.5 for a tie."""
+    line, head = final_line(text)
+    match = _WINNER_LINE.fullmatch(line)
+    if match is None:
+        return _no_verdict(text, line, "Winner: A|B|tie", "the judge refused to compare the responses")
+    word = match.group(1).lower()
     value = 1.0 if word == "a" else 0.0 if word == "b" else 0.5
-    return Verdict(value, rationale=_rationale(text, last.start()))
+    return Verdict(value, rationale=head)
 
 
 def parse_yes_no(text: str) -> Verdict:
-    """The first yes/no word of a judge answer: 1.0 for yes, 0.0 for no."""
-    match = _YES_NO.search(text)
+    """The judge's final line when it is a yes/no verdict (`Yes`, `No.`, `Answer: yes`): 1.0 for yes, 0.0 for no."""
+    line, head = final_line(text)
+    match = _YES_NO_LINE.fullmatch(line)
     if match is None:
-        if _REFUSAL.search(text):
-            return Verdict(None, refused=True, problem="the judge refused to answer yes or no")
-        return Verdict(None, problem="no yes/no in the judge's answer")
-    return Verdict(1.0 if match.group(1).lower() == "yes" else 0.0, rationale=text.strip() or None)
+        return _no_verdict(text, line, "Yes|No", "the judge refused to answer yes or no")
+    return Verdict(1.0 if match.group(1).lower() == "yes" else 0.0, rationale=head)
 
 
 def parse_criteria(text: str, limit: int = 10) -> list[str]:

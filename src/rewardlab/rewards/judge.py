@@ -28,6 +28,7 @@ from rewardlab.rewards._judge_backends import Completion, Conversation, HFBacken
 from rewardlab.rewards._judge_parse import (
     Template,
     Verdict,
+    fence_token,
     load_template,
     parse_criteria,
     parse_score,
@@ -38,8 +39,8 @@ from rewardlab.rewards._judge_parse import (
 from rewardlab.types import Prompt, Reward, Sample, Score
 
 MODES = ("pointwise", "principles", "pairwise", "pyes", "checklist")
-DEFAULT_TEMPLATES = {"pointwise": "pointwise-v1", "principles": "principles-v1", "pairwise": "pairwise-v1",
-                     "pyes": "yesno-v1", "checklist": "yesno-v1"}
+DEFAULT_TEMPLATES = {"pointwise": "pointwise-v2", "principles": "principles-v2", "pairwise": "pairwise-v2",
+                     "pyes": "yesno-v2", "checklist": "yesno-v2"}
 DEFAULT_CRITERION = "Is the response helpful, correct and harmless?"
 YES_TOKENS = ("Yes", " Yes", "yes", " yes", "YES")
 NO_TOKENS = ("No", " No", "no", " no", "NO")
@@ -133,7 +134,7 @@ class JudgeReward(Reward):
                              f"judge (backend options: {', '.join(_BACKEND_OPTIONS[kind])})")
         self.mode, self.scoring = mode, scoring
         self.template: Template = load_template(template or DEFAULT_TEMPLATES[mode])
-        self.criteria_template = load_template("criteria-v1")
+        self.criteria_template = load_template("criteria-v2")
         self.low, self.high = int(scale[0]), int(scale[1])
         self.samples, self.aggregate = samples, aggregate
         self.temperature = float(temperature if temperature is not None else (0.7 if samples > 1 else 0.0))
@@ -159,6 +160,8 @@ class JudgeReward(Reward):
         self.principles = list(principles or [])
         self.backend: HFBackend | OpenAIBackend = (OpenAIBackend(source, **backend_options) if kind == "openai"
                                                    else HFBackend(source, **backend_options))
+        if kind == "openai":  # a request to an endpoint has a deadline; a local forward pass cannot be cut short
+            self.honours = frozenset({"timeout"})
         self._generated: dict[str, list[tuple[str, str, float]] | None] = {}
         self._lock = threading.Lock()
 
@@ -176,6 +179,11 @@ class JudgeReward(Reward):
         """Free the local model or close the HTTP pool."""
         self.backend.close()
 
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """`timeout`: the total deadline of each request to the judge endpoint, retries and back-off included."""
+        if timeout is not None and isinstance(self.backend, OpenAIBackend):
+            self.backend.set_timeout(timeout)
+
     @property
     def usage(self) -> dict[str, int]:
         """Requests, cache hits and tokens spent by the judge so far."""
@@ -186,18 +194,29 @@ class JudgeReward(Reward):
                 "template": self.template.name, "template_sha256": self.template.sha256, **extra}
 
     def _fields(self, sample: Sample, reference_block: bool = True) -> tuple[dict[str, str], bool]:
+        """The template's fields for one sample (quoted, fenced) and whether the response was truncated."""
         response = sample.response if isinstance(sample.response, str) else ""
-        text, truncated = quote(_clean(response), self.max_chars)
-        prompt, _ = quote(_prompt_text(sample.prompt), self.max_chars)
-        reference = ""
-        if reference_block and isinstance(sample.reference, str) and sample.reference.strip():
-            ref, _ = quote(_clean(sample.reference), self.max_chars)
-            reference = f"A reference answer, for comparison:\n<reference>\n{ref}\n</reference>\n"
+        reference = sample.reference if reference_block and isinstance(sample.reference, str) else None
+        return self._fill(sample.prompt, {"response": response}, reference)
+
+    def _fill(self, prompt: Prompt, responses: Mapping[str, str],
+              reference: str | None) -> tuple[dict[str, str], bool]:
+        """Quote every text (tags escaped, verdict-shaped lines defanged, cut at `max_chars`) and fence the blocks
+        with a token derived from all of them (docs/judges.md, "Fencing")."""
+        quoted = {name: quote(_clean(text if isinstance(text, str) else ""), self.max_chars)
+                  for name, text in responses.items()}
+        prompt_text, _ = quote(_prompt_text(prompt), self.max_chars)
+        ref = quote(_clean(reference), self.max_chars)[0] if reference is not None and reference.strip() else ""
+        fence = fence_token(self.template.sha256, prompt_text, ref, *(text for text, _ in quoted.values()))
+        block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
+                 if ref else "")
         principles = ""
         if self.principles:
             principles = "\n".join(f"{k + 1}. {p}" for k, p in enumerate(self.principles)) + "\n"
-        return {"prompt": prompt, "response": text, "reference": reference, "principles": principles,
-                "scale_min": str(self.low), "scale_max": str(self.high), "criterion": self.criterion}, truncated
+        fields = {"prompt": prompt_text, "reference": block, "principles": principles, "fence": fence,
+                  "scale_min": str(self.low), "scale_max": str(self.high), "criterion": self.criterion,
+                  **{name: text for name, (text, _) in quoted.items()}}
+        return fields, any(cut for _, cut in quoted.values())
 
     def _generate(self, conversations: list[Conversation]) -> list[list[Completion]]:
         if not conversations:
@@ -337,10 +356,7 @@ class JudgeReward(Reward):
         """P(first ≻ second) per (prompt, first, second) as a Score (value, or error / refusal 0.0)."""
         convs = []
         for prompt, first, second in items:
-            a, _ = quote(_clean(first if isinstance(first, str) else ""), self.max_chars)
-            b, _ = quote(_clean(second if isinstance(second, str) else ""), self.max_chars)
-            fields, _ = self._fields(Sample(prompt=prompt, response=""), reference_block=False)
-            fields.update(response_a=a, response_b=b)
+            fields, _ = self._fill(prompt, {"response_a": first, "response_b": second}, None)
             convs.append(self.template.conversation(**fields))
         if self.scoring == "text":
             return [self._from_draws(draws, parse_winner, float, self._info())
@@ -374,7 +390,11 @@ class JudgeReward(Reward):
         with self._lock:
             missing = sorted({p for p in prompts.values() if p not in self._generated})
         if missing:
-            convs = [self.criteria_template.conversation(prompt=quote(p, self.max_chars)[0]) for p in missing]
+            convs = []
+            for p in missing:
+                quoted = quote(p, self.max_chars)[0]
+                fence = fence_token(self.criteria_template.sha256, quoted)
+                convs.append(self.criteria_template.conversation(prompt=quoted, fence=fence))
             answers = self.backend.generate(convs, max_new_tokens=self.max_new_tokens, temperature=0.0, n=1)
             with self._lock:
                 for prompt, (answer,) in zip(missing, answers, strict=True):

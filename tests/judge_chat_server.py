@@ -1,4 +1,4 @@
-"""A local Hugging Face causal LM behind the OpenAI chat-completions schema (`POST /v1/chat/completions`).
+"""Test support: a local Hugging Face causal LM behind the OpenAI chat-completions schema (`POST /v1/chat/completions`).
 
 Serves one judge model to many processes on loopback (and is the fixture the judge tests talk to). Supports
 `messages`, `max_tokens`, `temperature`, `seed`, `logprobs` + `top_logprobs` (of the first generated token), and
@@ -52,7 +52,7 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
             app.state.requests += 1
             model, tokenizer = backend.load()
             text = backend.render(messages) + prefix
-            batch = tokenizer([text], return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
+            batch = backend._encode([text], room=max_tokens)  # the model's window, cut from the left as locally
             width = batch["input_ids"].shape[1]
             with torch.no_grad():
                 if temperature > 0:
