@@ -45,7 +45,6 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 # as one is gone, so the list only shrinks.
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
-    ("models", "__init__"): "models helper: models/card.py reads rewardlab's version from the package",
     ("rewards", "jsonl"): "rewards/text.py (work in progress) takes a JSON check from jsonl; or DESIGN gives it",
 }
 

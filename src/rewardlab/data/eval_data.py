@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab.jsonl import iter_jsonl
 from rewardlab.data.rewardbench import (
     FORMATS,
     RewardBench2Row,
@@ -35,6 +34,7 @@ from rewardlab.data.rewardbench import (
     rewardbench_pair,
 )
 from rewardlab.data.steps import StepDataError, step_row_from_dict
+from rewardlab.jsonl import iter_jsonl
 from rewardlab.provenance import file_sha256
 from rewardlab.types import PreferencePair, RankedResponses, StepRow
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.data.encoding import TRUNCATION_POLICIES, encode_pair
-from rewardlab.jsonl import dumps_strict
 from rewardlab.data.preference import LoadReport
 from rewardlab.data.templates import template_name
+from rewardlab.jsonl import dumps_strict
 from rewardlab.types import PreferencePair
 
 EXAMPLES_SHOWN = 5

@@ -353,9 +353,9 @@ def _known_keys() -> set[str]:
 
 def rewardlab_version() -> str:
     """`"rewardlab X.Y.Z"` for the `created_with` field."""
-    from rewardlab import __version__
+    from importlib.metadata import version  # the package's own front door is above this room
 
-    return f"rewardlab {__version__}"
+    return f"rewardlab {version('rewardlab')}"
 
 
 def card_from_metadata(metadata: Mapping[str, Any] | ModelCard | None, *, source: str = "metadata") -> ModelCard:
