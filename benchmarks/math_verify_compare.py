@@ -17,6 +17,7 @@ A third row times rewardlab with every cache emptied before each single check (i
 
     .venv/bin/python benchmarks/math_verify_compare.py            # full: 500 MATH golds, 400 GSM8K problems
     .venv/bin/python benchmarks/math_verify_compare.py --gsm8k-limit 100 --math-limit 100 --quiet
+    .venv/bin/python benchmarks/math_verify_compare.py --skip-math-verify   # rewardlab against the labels only
 
 Writes benchmarks/results/math_verify_compare.json and prints a table.
 """
@@ -355,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULT, help=f"JSON result file ({RESULT.name})")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per checker; the best counts (3)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--skip-math-verify", action="store_true",
+                        help="check rewardlab against the labels only (no math-verify installed: the bench extra)")
     parser.add_argument("--show-disagreements", type=int, default=0, metavar="N",
                         help="print up to N cases where a checker is wrong")
     args = parser.parse_args(argv)
@@ -363,7 +366,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cases = build_cases(args.math_limit, args.gsm8k_limit)
     ours, our_seconds = run_rewardlab(cases, args.quiet, args.repeats)
-    theirs, their_seconds = run_math_verify(cases, args.quiet, args.repeats)
+    if args.skip_math_verify:
+        theirs, their_seconds = list(ours), float("nan")
+    else:
+        try:
+            import math_verify  # noqa: F401
+        except ImportError:
+            print("error: math-verify is not installed (pip install 'rewardlab[bench]'), or pass --skip-math-verify",
+                  file=sys.stderr)
+            return 1
+        theirs, their_seconds = run_math_verify(cases, args.quiet, args.repeats)
     cold, cold_seconds = run_rewardlab_uncached(cases, args.quiet, args.repeats)
     distinct_pairs = len({(c.response, c.gold) for c in cases})
     isolated_cases = cases[:: max(1, len(cases) // 1000)]
@@ -416,6 +428,11 @@ def main(argv: list[str] | None = None) -> int:
             for v, c in zip(ours, cases, strict=True) if v != c.equivalent
         ],
     }
+    if args.skip_math_verify:
+        del result["checkers"]["math-verify"], result["speedup"], result["speedup_no_caches"]
+        del result["checker_agreement"]
+        for entry in result["by_rule"].values():
+            del entry["math-verify"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
@@ -425,23 +442,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in datasets:
         table.add_column(f"accuracy {name}", justify="right")
     table.add_column("checks/s", justify="right")
-    for name in ("rewardlab", "rewardlab (no caches)", "math-verify"):
+    for name in result["checkers"]:
         entry = result["checkers"][name]
         cells = [f"{entry['accuracy'][k]['accuracy']:.4f}" for k in datasets]
         table.add_row(name, *cells, f"{entry['checks_per_second']:,.0f}")
     console.print(table)
-    console.print(f"speed-up {result['speedup']:.1f}x ({result['speedup_no_caches']:.1f}x with no caches); "
-                  f"the two checkers agree on {result['checker_agreement']:.4f}"
-                  f" of cases; n per column: " + ", ".join(
-                      f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
+    if not args.skip_math_verify:
+        console.print(f"speed-up {result['speedup']:.1f}x ({result['speedup_no_caches']:.1f}x with no caches); "
+                      f"the two checkers agree on {result['checker_agreement']:.4f}"
+                      f" of cases; n per column: " + ", ".join(
+                          f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
     console.print(f"rewardlab with a hard per-sample timeout (process isolation, 1 worker): "
                   f"{result['rewardlab_process_isolated']['checks_per_second']:,.0f} checks/s "
                   f"on {len(isolated_cases)} of the cases")
     rule_table = Table(title="accuracy by rewrite rule")
-    for column in ("rule", "n", "rewardlab", "math-verify"):
+    checkers = ("rewardlab",) if args.skip_math_verify else ("rewardlab", "math-verify")
+    for column in ("rule", "n", *checkers):
         rule_table.add_column(column, justify="left" if column == "rule" else "right")
     for key, entry in result["by_rule"].items():
-        rule_table.add_row(key, str(entry["n"]), f"{entry['rewardlab']:.3f}", f"{entry['math-verify']:.3f}")
+        rule_table.add_row(key, str(entry["n"]), *(f"{entry[name]:.3f}" for name in checkers))
     console.print(rule_table)
     shown = 0
     for v, w, c in zip(ours, theirs, cases, strict=True):
