@@ -387,3 +387,30 @@ def test_gzip_output_round_trips_through_the_atomic_writer(tmp_path: Path) -> No
     assert gzip.decompress(path.read_bytes()) == b'{"x": 1}\n{"x": 2}\n'
     assert [line.row for line in iter_jsonl(path)] == [{"x": 1}, {"x": 2}]
     assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl.gz"]  # no temporary file left
+
+
+# ------------------------------------------------------------------------------------------------- surrogates
+
+
+def test_repair_surrogates_hand_computed() -> None:
+    from rewardlab.data.unicode import repair_surrogates
+
+    assert repair_surrogates("plain é") == ("plain é", False)
+    assert repair_surrogates("a\ud800b") == ("a\ufffdb", True)
+    assert repair_surrogates("\udfff") == ("\ufffd", True)
+    assert repair_surrogates("\ud83d\ude00 and \ud800") == ("😀 and \ufffd", True)  # a pair is joined
+
+
+@given(st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr))).map("".join))
+def test_repair_surrogates_always_gives_utf8_and_keeps_valid_text(text: str) -> None:
+    from rewardlab.data.unicode import repair_surrogates
+
+    repaired, changed = repair_surrogates(text)
+    repaired.encode("utf-8")
+    assert changed == (repaired != text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        assert changed
+    else:
+        assert (repaired, changed) == (text, False)

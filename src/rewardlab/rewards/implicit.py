@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
 from rewardlab.rewards._held import nothing as _none
@@ -29,11 +30,7 @@ from rewardlab.types import Reward, Sample, Score
 
 
 def _clean(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
+    return repair_surrogates(text)[0]
 
 
 def _folder(path: str, what: str) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import Completion, Conversation, HFBackend, OpenAIBackend
 from rewardlab.rewards._judge_parse import (
@@ -51,11 +52,7 @@ _RAW_LIMIT = 2000
 
 
 def _clean(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
+    return repair_surrogates(text)[0]
 
 
 def _prompt_text(prompt: Prompt | Any) -> str:

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from rewardlab.data.unicode import repair_surrogates
 from rewardlab.models.card import ModelCard
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
@@ -58,15 +59,6 @@ def native_bf16(device: str) -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def _repair_surrogates(text: str) -> tuple[str, bool]:
-    """`text` with paired surrogates joined and lone ones replaced by U+FFFD; and whether it changed."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"), True
-    return text, False
 
 
 def _unicode_problem(prompt: Any, response: str) -> str | None:
@@ -251,7 +243,7 @@ class ModelReward(HeldState, Reward):
                 scores[i] = Score.failure(f"response must be a string, got {type(sample.response).__name__}")
                 continue
             prompt = "" if sample.prompt is None else sample.prompt
-            response, was_repaired = _repair_surrogates(sample.response)
+            response, was_repaired = repair_surrogates(sample.response)
             if was_repaired:
                 repaired.add(i)
             problem = _unicode_problem(prompt, response)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
 from rewardlab.rewards._held import nothing as _none
@@ -136,7 +137,7 @@ class ProcessReward(HeldState, Reward):
             except UnicodeEncodeError:
                 scores[i] = Score.failure("the prompt is not valid Unicode (lone surrogate); it cannot be tokenized")
                 continue
-            steps = [s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") for s in steps]
+            steps = [repair_surrogates(s)[0] for s in steps]
             try:
                 item = encode_steps(model.tokenizer, prompt, steps, max_length=max_length, join=model.step_join)
             except StepsTooLong as error:

