@@ -19,6 +19,10 @@ MATH = [
     Sample(prompt="Think first.", response="<think>maybe \\boxed{4}?</think><answer>5</answer>", reference="5"),
     Sample(prompt="How far?", response="\\boxed{5\\text{ km}}", reference="5\\text{ cm}"),
     Sample(prompt="Still thinking", response="<think>it is \\boxed{5}", reference="5"),
+    Sample(prompt="Put the final answer in \\boxed{}.", response="First 3 + 4 = 7, then 7", reference="7"),
+    Sample(prompt="3 + 4?", response="First 3 + 4 = 7, then 7", reference="7"),
+    Sample(prompt="Hedge", response="\\boxed{6 = x = 7}", reference="7"),
+    Sample(prompt="Collide", response="\\boxed{\\frac{11}{2}}", reference="\\frac{1}{12}"),
 ]
 
 CASES: dict[str, tuple[Any, list[Sample]]] = {
