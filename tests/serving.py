@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 
@@ -51,17 +52,17 @@ def answer(status: int, body: bytes, *headers: str, close: bool = False) -> byte
 
 class RawServer:
     """A loopback HTTP server whose every answer is written by `handler` on the raw socket (one thread per
-    connection). `requests` counts requests, `connections` accepted connections; `stop()` ends it."""
+    connection; TLS with `tls`). `requests` counts requests, `connections` accepted connections; `stop()` ends it."""
 
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
+        self.handler, self.tls = handler, tls
         self.requests = 0
         self.connections = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.1)
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self._listener.getsockname()[1]}"
         self._open: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -81,6 +82,12 @@ class RawServer:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(30)
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                conn.close()
+                return
         with contextlib.suppress(OSError), conn:
             while not self._stopped.is_set():
                 request = read_request(conn)
@@ -104,9 +111,9 @@ class RawServer:
 
 
 @contextlib.contextmanager
-def raw_server(handler: Handler) -> Iterator[RawServer]:
+def raw_server(handler: Handler, tls: ssl.SSLContext | None = None) -> Iterator[RawServer]:
     """`with raw_server(handler) as server: ... server.url ...`"""
-    server = RawServer(handler)
+    server = RawServer(handler, tls)
     try:
         yield server
     finally:

@@ -318,3 +318,42 @@ def test_client_pickles_after_use() -> None:
         client.get_json("/")
         copy = pickle.loads(pickle.dumps(client))
         assert copy.get_json("/")["n"] == 1 and copy.headers == client.headers
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 made with the openssl tool: (certificate file, key file)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl tool is not installed")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_https_verifies_certificates_and_works_with_a_trusted_one(certificate: tuple[str, str]) -> None:
+    import ssl
+
+    cert, key = certificate
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    with raw_server(_ok, tls=server_side) as server:
+        assert server.url.startswith("https://")
+        with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED"):
+            HttpClient(server.url, retry=NO_RETRY).get_json("/")
+        trusting = ssl.create_default_context(cafile=cert)
+        client = HttpClient(server.url, retry=NO_RETRY, ssl_context=trusting)
+        assert client.get_json("/")["n"] == 0 and client.get_json("/")["n"] == 1
+
+
+def test_a_server_that_never_finishes_the_tls_handshake_meets_the_deadline() -> None:
+    with raw_server(_silent) as server:  # a plain TCP server: the ClientHello is never answered
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            HttpClient(server.url.replace("http://", "https://"), timeout=1.0, retry=NO_RETRY).get_json("/")
+        assert time.monotonic() - started < 1.6

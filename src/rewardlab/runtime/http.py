@@ -459,19 +459,25 @@ class HttpClient:
 
     def _connect(self, key: tuple[str, str, int], url: str, deadline: _Deadline) -> _Connection:
         scheme, host, port = key
+        sock: socket.socket | None = None
         try:
             sock = socket.create_connection((host, port), timeout=deadline.left())
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if scheme == "https":
                 context = self.ssl_context or ssl.create_default_context()
-                sock.settimeout(deadline.left())
+                sock.settimeout(deadline.left())  # bounds the TLS handshake too
                 sock = context.wrap_socket(sock, server_hostname=host)
-        except TimeoutError:
-            deadline.left()
-            raise DeadlineExceeded(f"{url}: {deadline.what}", url=url) from None
-        except (OSError, ssl.SSLError) as error:
-            raise TransportError(f"{url} unreachable: {type(error).__name__}: {error}", url=url) from None
-        return _Connection(sock)
+            return _Connection(sock)
+        except BaseException as error:
+            if sock is not None:
+                sock.close()
+            if isinstance(error, HttpError):
+                raise
+            if isinstance(error, TimeoutError):
+                raise DeadlineExceeded(f"{url}: {deadline.what}", url=url) from None
+            if isinstance(error, OSError):  # ssl.SSLError included
+                raise TransportError(f"{url} unreachable: {type(error).__name__}: {error}", url=url) from None
+            raise
 
     def _exchange(self, connection: _Connection, key: tuple[str, str, int], method: str, url: str, data: bytes,
                   deadline: _Deadline, *, fresh: bool = False) -> Response:
