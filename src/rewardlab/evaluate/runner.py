@@ -30,7 +30,7 @@ from rewardlab.evaluate.metrics import (
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores
-from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
+from rewardlab.evaluate.robustness import PERTURBATIONS, compare_both_orders, perturbation_effect, verdict_values
 from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
@@ -136,7 +136,11 @@ def _robustness(
     batch_size: int,
     scale: float | None,
     on_progress: Callable[[int], None] | None,
+    comparer: PairwiseComparer | None = None,
+    pair_values: tuple[list[float | None], list[float | None]] | None = None,
 ) -> dict[str, Any]:
+    """Meaning-preserving edits of sampled pairs, scored again; a pairwise-only judge (`comparer`, with its pairs'
+    `pair_values`) compares the edited pairs in both orders instead."""
     n = len(plan.pair_index)
     if n == 0 or max_pairs <= 0:
         return {"pairs_probed": 0, "perturbations": {}, "mean_abs_change_in_std": None, "flip_rate": None}
@@ -154,17 +158,21 @@ def _robustness(
             probe.append(i)
             new_samples.append(Sample(prompt=c.prompt, response=pc, metadata=dict(c.metadata)))
             new_samples.append(Sample(prompt=r.prompt, response=pr, metadata=dict(r.metadata)))
-        scores = score_in_batches(reward, new_samples, batch_size=batch_size, on_progress=on_progress)
-        if on_progress is not None and len(probe) < len(chosen_idx):
-            on_progress(2 * (len(chosen_idx) - len(probe)))  # pairs the perturbation left unchanged
-        new_values = [_value(s) for s in scores]
-        effect = perturbation_effect(
-            [values[plan.pair_index[i][0]] for i in probe],
-            [values[plan.pair_index[i][1]] for i in probe],
-            new_values[0::2],
-            new_values[1::2],
-            scale=scale,
-        )
+        if comparer is not None and pair_values is not None:
+            new_chosen, new_rejected = compare_both_orders(
+                comparer, [(new_samples[2 * k].prompt, new_samples[2 * k].response, new_samples[2 * k + 1].response)
+                           for k in range(len(probe))])
+            before = ([pair_values[0][i] for i in probe], [pair_values[1][i] for i in probe])
+            if on_progress is not None:
+                on_progress(2 * len(chosen_idx))
+        else:
+            scores = score_in_batches(reward, new_samples, batch_size=batch_size, on_progress=on_progress)
+            if on_progress is not None and len(probe) < len(chosen_idx):
+                on_progress(2 * (len(chosen_idx) - len(probe)))  # pairs the perturbation left unchanged
+            new_values = [_value(s) for s in scores]
+            new_chosen, new_rejected = new_values[0::2], new_values[1::2]
+            before = ([values[plan.pair_index[i][0]] for i in probe], [values[plan.pair_index[i][1]] for i in probe])
+        effect = perturbation_effect(before[0], before[1], new_chosen, new_rejected, scale=scale)
         per[name] = effect
     changes = [e["mean_abs_change_in_std"] for e in per.values() if e["mean_abs_change_in_std"] is not None]
     flips = [e["flip_rate"] for e in per.values() if e["flip_rate"] is not None]
@@ -207,14 +215,13 @@ def evaluate_reward(
     chosen_v = [values[plan.pair_index[k][0]] for k in range(len(plan.pair_index))]
     rejected_v = [values[plan.pair_index[k][1]] for k in range(len(plan.pair_index))]
     verdicts: tuple[list[float | None], list[float | None]] | None = None
+    judged_by_verdicts = False
     if isinstance(reward, PairwiseComparer) and plan.pair_meta:
         verdicts = (reward.compare_pairs([(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]),
                     reward.compare_pairs([(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]))
         if all(v is None for v in chosen_v + rejected_v):  # a pairwise-only judge: its verdicts are the values
-            for k, (ab, ba) in enumerate(zip(*verdicts, strict=True)):
-                p_chosen = None if ab is None or ba is None else (ab + 1.0 - ba) / 2
-                chosen_v[k] = p_chosen
-                rejected_v[k] = None if p_chosen is None else 1.0 - p_chosen
+            chosen_v, rejected_v = verdict_values(*verdicts)
+            judged_by_verdicts = True
     chosen_len = [response_length(p.chosen) for p in plan.pair_meta]
     rejected_len = [response_length(p.rejected) for p in plan.pair_meta]
 
@@ -302,7 +309,8 @@ def evaluate_reward(
     scale = stats_all["std"] if stats_all["std"] else None
     metrics["robustness"] = _robustness(
         reward, plan, values, max_pairs=robustness_pairs, seed=seed, batch_size=batch_size, scale=scale,
-        on_progress=on_progress,
+        on_progress=on_progress, comparer=reward if judged_by_verdicts and isinstance(reward, PairwiseComparer)
+        else None, pair_values=(chosen_v, rejected_v),
     )
     metrics["provenance"] = {
         "reward": reward_provenance(reward, spec if spec is not None else reward.name),
