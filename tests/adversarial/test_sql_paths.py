@@ -9,8 +9,10 @@ must stay inside every root, and the refusal reads the same for a missing file a
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards.sql import DatabasePathError, SQLExecution
+from tests.serving import served
 
 GOLD_SECRET = "SELECT password FROM users WHERE name = 'admin'"
 GOLD_ITEMS = "SELECT name FROM item ORDER BY id"
@@ -176,3 +179,32 @@ def test_isolated_workers_open_the_confined_file(layout: dict[str, Path]) -> Non
         assert score(reward, "../outside/secret.sqlite").value is None
     finally:
         reward.close()
+
+
+def _post_scores(url: str, samples: list[dict[str, object]]) -> list[dict[str, object]]:
+    request = urllib.request.Request(f"{url}/v1/score", data=json.dumps({"samples": samples}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        scores: list[dict[str, object]] = json.loads(reply.read())["scores"]
+    return scores
+
+
+def test_through_a_real_server_the_oracle_and_the_probe_are_closed(layout: dict[str, Path]) -> None:
+    def sample(db: str, response: str, gold: str = GOLD_SECRET) -> dict[str, object]:
+        return {"prompt": "q", "response": response, "reference": {"db": db, "gold": gold}}
+
+    for files_root in (str(layout["root"]), None):
+        reward = rewardlab.load({"sql": {"isolate": False}})
+        with served(reward, files_root=files_root) as server:
+            right, wrong, missing, inside = _post_scores(server.url, [
+                sample("../outside/secret.sqlite", "SELECT 'hunter2'"),
+                sample(str(layout["secret"]), "SELECT 'letmein'"),
+                sample("../outside/nothing.sqlite", "SELECT 'hunter2'"),
+                sample("shop.sqlite", "SELECT name FROM item ORDER BY id", GOLD_ITEMS),
+            ])
+        assert right["value"] is None and wrong["value"] is None and missing["value"] is None
+        errors = {str(s["error"]).replace("'../outside/secret.sqlite'", "<db>").replace(
+            repr(str(layout["secret"])), "<db>").replace("'../outside/nothing.sqlite'", "<db>")
+            for s in (right, wrong, missing)}
+        assert len(errors) == 1  # one message: nothing tells a present file from a missing one
+        assert inside["value"] == (1.0 if files_root else None)  # no files root: every db path refused
