@@ -17,6 +17,7 @@ import signal
 import socket
 import stat
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -768,3 +769,37 @@ def test_a_program_cannot_forge_a_sandbox_failure(box: Sandbox) -> None:
     assert python.sandbox_error is None and python.returncode == 125
     real = box.run(["/no/such/program"])  # the neighbour: a program the init cannot start is a sandbox failure
     assert real.status == "sandbox failure" and "cannot start '/no/such/program'" in str(real.error)
+
+
+# --- stopping: Ctrl-C, SIGTERM and Sandbox.stop end runs at once and leave no cgroup ------------------------------
+
+SLEEP = "import time\ntime.sleep(30)\n"
+
+
+def test_stop_ends_runs_in_flight_as_sandbox_failures_and_resume_accepts_again() -> None:
+    box = Sandbox(Limits(wall_seconds=40, cpu_seconds=5))
+    threading.Timer(1.0, box.stop).start()
+    started = time.monotonic()
+    run_in_flight = box.run_program(PYTHON, SLEEP)
+    assert time.monotonic() - started < 10
+    assert run_in_flight.status == "sandbox failure" and "interrupted" in str(run_in_flight.error)
+    refused = box.run_program(PYTHON, "print(1)")
+    assert refused.status == "sandbox failure" and "stopped" in str(refused.error)
+    box.resume()
+    assert run(box, "print(1)").stdout == b"1\n"
+    assert own_cgroup_children() == []
+
+
+def test_run_many_interrupted_stops_its_runs_cancels_the_queue_and_leaves_no_cgroup() -> None:
+    box = Sandbox(Limits(wall_seconds=40, cpu_seconds=5))
+    marker = uuid.uuid4().hex
+    jobs = [lambda i=i: box.run_program(PYTHON, f"open('/tmp/{marker}-{i}', 'w')\n" + SLEEP) for i in range(6)]
+    # a real SIGINT (Ctrl-C; `rewardlab score` raises alike on SIGTERM), delivered while the main thread waits
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        box.run_many(jobs, workers=2)
+    assert time.monotonic() - started < 10  # six 30 s runs were queued: none is waited for
+    assert own_cgroup_children() == []
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+    assert run(box, "print(2)").stdout == b"2\n"  # the sandbox works again afterwards
