@@ -9,7 +9,8 @@ API:
     `base_url`. A 2xx answer is returned; anything else raises an `HttpError` subclass after the retry policy ran.
   - `get_json(url)`, `post_json(url, body)`: the decoded JSON answer (strict: `NaN`/`Infinity` are refused).
   - `arequest`, `aget_json`, `apost_json`: async twins (the same code on a worker thread: one behaviour).
-  - `close()`: drop idle keep-alive connections. The client is thread-safe and picklable (the pool is not pickled).
+  - `close()`: drop idle keep-alive connections. The client is thread-safe and picklable (idle connections and a
+    custom `ssl_context` are not pickled: a copy opens new connections with the default, verifying context).
 - `Response`: `status`, `headers` (lower-case names), `body` (decoded bytes), `attempts`, `.json()`, `.text`.
 - `RetryPolicy(retries=3, backoff=0.1, max_backoff=10.0, max_retry_after=30.0, statuses=RETRY_STATUSES)`.
 - Errors, all `HttpError` (a `ConnectionError`) carrying `url` and `attempts`: `DeadlineExceeded`,
@@ -290,9 +291,19 @@ class _Decoder:
         return bytes(self.out)
 
 
+_FRAMING_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+
 def _check_header(name: str, value: str) -> None:
+    """Refuse header names/values that would break the request's framing (CR/LF injection, duplicates of ours)."""
     if not name or any(c in name for c in ":\r\n\0 ") or any(c in value for c in "\r\n\0"):
         raise ValueError(f"invalid HTTP header {name!r}: {value!r}")
+    if name.lower() in _FRAMING_HEADERS:
+        raise ValueError(f"HTTP header {name!r} is set by the client itself")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ValueError(f"HTTP header {name!r} has characters outside Latin-1: {value!r:.80}") from None
 
 
 class HttpClient:
