@@ -366,3 +366,56 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
     model_families = {"rm:PATH", "prm:PATH", "judge:MODEL", "implicit:POLICY", "remote:http://HOST:PORT",
                       "semantic", "bertscore", "diversity"}
     assert set(rewardlab.available()) - model_families == set(BUILT_IN)
+
+
+# ---- rewards with models: the MiniLM encoder shipped in a wheel, and tiny random models built here ----
+
+_SEMANTIC = [A("What is the capital of France?", "Paris is the capital of France.", "The capital of France is Paris.",
+               "Lyon is the capital of France.")]
+_SOFT = "finding, no owner: a similarity reward pays a wrong answer that also quotes the right one (inherent to it)"
+
+
+@pytest.mark.parametrize(("spec", "category"), [
+    pytest.param(spec, category, id=f"{spec}-{category}",
+                 marks=[pytest.mark.xfail(strict=True, reason=_SOFT)] if category in ("hedge", "multiple") else [])
+    for spec in ("semantic", "bertscore") for category in ("hedge", "multiple", "special_tokens", "verdict")
+])
+def test_similarity_rewards_against_attacks(spec: str, category: str) -> None:
+    # cosine similarity moves by ~0.01 with any appended words: 0.02 is the noise margin, not a hole
+    report = attack(rewardlab.load(spec), _SEMANTIC, attacks=[category], time_budget=60.0, tolerance=0.02)
+    assert report.uninformative == [] and report.stalling == []
+    assert report.paying == [], {r.name: r.pay_example for r in report.paying}
+
+
+def _tiny_rm() -> object:
+    from tests.conformance_cases.model import build_tiny_rm
+
+    return build_tiny_rm()
+
+
+def _tiny_prm() -> object:
+    from tests.conformance_cases.prm import build_tiny_prm
+
+    return build_tiny_prm()
+
+
+def _tiny_judge() -> object:
+    from tests.conformance_cases.judge import judge_spec
+
+    return judge_spec()
+
+
+@pytest.mark.parametrize("build", [_tiny_rm, _tiny_prm, _tiny_judge], ids=["rm", "prm", "judge"])
+def test_model_rewards_never_stall_on_attacks(build: object) -> None:
+    """Random weights make paying noise (not measured here); what holds for any weights: nothing stalls, no
+    attack makes scoring fail, every attack of the model-facing categories is tried."""
+    assert callable(build)
+    model = rewardlab.load(build())
+    try:
+        report = attack(model, QA, attacks=["special_tokens", "verdict", "displacement", "runaway"], time_budget=60.0)
+    finally:
+        model.close()
+    assert report.stalling == [] and report.abandoned_threads == 0
+    assert all(r.tried == len(QA) and r.errors == 0 for r in report.results), [
+        (r.name, r.tried, r.errors) for r in report.results]
+    assert len(report.results) == len(select_attacks(["special_tokens", "verdict", "displacement", "runaway"]))
