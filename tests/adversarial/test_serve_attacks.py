@@ -151,6 +151,8 @@ def test_dripped_headers_and_silent_connections_are_cut_too() -> None:
         assert _closed_within(drip, 3.0).startswith(b"HTTP/1.1 408")
         assert _closed_within(silent, 3.0).startswith(b"HTTP/1.1 408")
         assert time.monotonic() - started < 4.0
+        metrics = HttpClient(server.url).request("GET", "/metrics").text
+        assert 'rewardlab_rejected_total{reason="request_timeout"} 2' in metrics
         silent.close()
         drip.close()
 

@@ -109,7 +109,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _deadline_protocol(request_timeout: float) -> type[Any]:
+def _deadline_protocol(request_timeout: float, on_expired: Callable[[], None] | None = None) -> type[Any]:
     """uvicorn's h11 protocol with a deadline on receiving each request (see `RequestDeadline`)."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -158,6 +158,8 @@ def _deadline_protocol(request_timeout: float) -> type[Any]:
             self._timer = None
             if self.transport.is_closing() or self.conn.their_state in (h11.DONE, h11.MUST_CLOSE):
                 return
+            if on_expired is not None:
+                on_expired()
             if self.cycle is None or not self.cycle.response_started:
                 body = f'{{"detail":"request not received within {self.timeout:g} s"}}'.encode()
                 self.transport.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
@@ -171,12 +173,16 @@ def _deadline_protocol(request_timeout: float) -> type[Any]:
 def uvicorn_config(app: Any, *, host: str = "127.0.0.1", port: int = 8000,
                    request_timeout: float = DEFAULT_REQUEST_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                    log_level: str = "warning", graceful_shutdown: int = 30) -> Any:
-    """A `uvicorn.Config` serving `app` with the request deadline and the connection limit."""
+    """A `uvicorn.Config` serving `app` with the request deadline and the connection limit (requests cut by the
+    deadline are counted in the app's metrics as `rejected{reason="request_timeout"}` when it has them)."""
     import uvicorn
 
     if not request_timeout > 0 or max_connections < 1:
         raise ValueError(f"request_timeout must be > 0 s and max_connections >= 1, got {request_timeout!r} and "
                          f"{max_connections!r}")
-    return uvicorn.Config(app, host=host, port=port, http=_deadline_protocol(request_timeout),
+    metrics = getattr(getattr(app, "state", None), "metrics", None)
+    on_expired = (lambda: metrics.rejected.inc(reason="request_timeout")) if isinstance(metrics, ServerMetrics) \
+        else None
+    return uvicorn.Config(app, host=host, port=port, http=_deadline_protocol(request_timeout, on_expired),
                           limit_concurrency=max_connections, log_level=log_level, lifespan="on",
                           timeout_graceful_shutdown=graceful_shutdown)
