@@ -10,6 +10,7 @@ at all (a caller's bug; a policy writes text). These rewards always apply (never
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import re
@@ -312,8 +313,22 @@ def check_local_refs(schema: Mapping[str, Any], where: str) -> None:
 def local_schema_validator(schema: Mapping[str, Any], where: str) -> Any:
     """A JSON Schema validator for `schema` that resolves in-document references only (see `check_local_refs`).
 
-    Raises `ValueError` naming `where` for an invalid schema or a reference outside the document.
+    Raises `ValueError` naming `where` for an invalid schema or a reference outside the document. Validators are
+    cached by the schema's content (a GRPO group, or a data set with one tool list, checks its schema once).
     """
+    try:
+        key = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):  # not plain JSON data: build it uncached
+        return _local_validator(schema, where)
+    return _cached_local_validator(key, where)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_local_validator(schema_json: str, where: str) -> Any:
+    return _local_validator(json.loads(schema_json), where)
+
+
+def _local_validator(schema: Mapping[str, Any], where: str) -> Any:
     import jsonschema
     from referencing import Registry
 
