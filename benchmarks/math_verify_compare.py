@@ -41,7 +41,7 @@ from rich.table import Table
 
 import rewardlab
 from rewardlab import Sample
-from rewardlab.rewards import _math_normalize, _math_parse, _math_verify
+from rewardlab.rewards import _math_normalize, _math_structure, _math_verify
 from rewardlab.testing.answer_variants import (
     RESPONSE_TEMPLATES,
     gsm8k_gold,
@@ -239,7 +239,7 @@ def _progress(quiet: bool) -> Progress:
 
 
 def _clear_rewardlab_caches() -> None:
-    for cached in (_math_verify._compare, _math_parse._parse_answer, _math_normalize._normalize,
+    for cached in (_math_verify._compare, _math_structure._parse_answer, _math_normalize._normalize,
                    _math_normalize._canonical):
         cached.cache_clear()
 

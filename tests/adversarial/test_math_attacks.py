@@ -182,6 +182,7 @@ def _alive(pid: int) -> bool:
 def test_a_worker_that_stops_answering_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardlab.rewards._math_parse import parse_expression
 
+    monkeypatch.setattr(_math_symbolic, "_pools", {})  # a pool of its own: one caller, so always worker 0
     a, b = parse_expression("x^{5000}/x^{4999}"), parse_expression("x")
     assert _math_symbolic.sympy_equal(a, b, 1.0).equal is True  # starts a worker on the runtime's pool
     pid = _sympy_worker_pid()
@@ -196,9 +197,10 @@ def test_a_worker_that_stops_answering_is_killed_and_replaced(monkeypatch: pytes
     assert _sympy_worker_pid() != pid
 
 
-def test_a_dead_worker_is_replaced() -> None:
+def test_a_dead_worker_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardlab.rewards._math_parse import parse_expression
 
+    monkeypatch.setattr(_math_symbolic, "_pools", {})
     a, b = parse_expression("x^{5001}/x^{5000}"), parse_expression("x")
     assert _math_symbolic.sympy_equal(a, b, 2.0).equal is True
     pid = _sympy_worker_pid()

@@ -29,7 +29,17 @@ from rewardlab.rewards._math_evaluate import (
     shown_precision,
 )
 from rewardlab.rewards._math_normalize import MAX_ANSWER_CHARS, canonical, has_percent, normalize, unit_of
-from rewardlab.rewards._math_parse import Answer, Chain, Equation, Expr, Matrix, Ordered, Text, Unordered, parse_answer
+from rewardlab.rewards._math_structure import (
+    Answer,
+    Chain,
+    Equation,
+    Expr,
+    Matrix,
+    Ordered,
+    Text,
+    Unordered,
+    parse_answer,
+)
 from rewardlab.rewards._math_symbolic import sympy_equal
 
 ToleranceFor = Literal["inexact", "decimal"]

@@ -1,9 +1,10 @@
 """Math final-answer reward: extract the answer from free text and decide equivalence with the gold answer.
 
 The public face of the family; the engines are private: `_math_extract` (final answer from free text),
-`_math_normalize` and `_math_parse` (answer text → tree), `_math_evaluate` (exact and numeric values),
-`_math_verify` (equivalence: string, exact, numeric, then sympy) and `_math_symbolic` (sympy on the runtime's
-isolated pool). A comparison stopped by a bound is a failing value with `info["limit"]`, never an error.
+`_math_normalize`, `_math_parse` and `_math_structure` (answer text → tree), `_math_evaluate` (exact and
+numeric values), `_math_verify` (equivalence: string, exact, numeric, then sympy) and `_math_symbolic` (sympy
+on the runtime's isolated pool). A comparison stopped by a bound is a failing value with `info["limit"]`,
+never an error.
 """
 
 from __future__ import annotations
