@@ -208,3 +208,10 @@ def test_through_a_real_server_the_oracle_and_the_probe_are_closed(layout: dict[
             for s in (right, wrong, missing)}
         assert len(errors) == 1  # one message: nothing tells a present file from a missing one
         assert inside["value"] == (1.0 if files_root else None)  # no files root: every db path refused
+
+
+def test_a_failing_gold_query_under_a_root_names_the_file_not_the_root(layout: dict[str, Path],
+                                                                        confined: SQLExecution) -> None:
+    result = score(confined, "shop.sqlite", "SELECT 1", "SELECT nothing FROM nowhere")
+    assert result.value is None and "the gold query fails on shop.sqlite" in (result.error or "")
+    assert str(layout["root"]) not in (result.error or "")

@@ -224,7 +224,9 @@ class SQLExecution(PerSampleReward):
         if hit is None:
             hit = self.run(path, extract_sql(gold), time_limit=self.gold_time_limit)
             if hit.error is not None:
-                raise ValueError(f"sql: the gold query fails on {path}: {hit.error}")
+                confined = self.db_root is not None or self.files_root is not None or not self.db_paths_allowed
+                shown = path.name if confined else str(path)  # a server's client never learns the root's path
+                raise ValueError(f"sql: the gold query fails on {shown}: {hit.error}")
             if len(self._gold_cache) > 4096:
                 self._gold_cache.clear()
             self._gold_cache[key] = hit
