@@ -6,6 +6,12 @@ dequantised once and cached), or the base URL of any OpenAI-compatible endpoint 
 SGLang, TGI, hosted APIs; then `model` names the served model). Prompt templates are versioned data files
 (`rewards/templates/*.txt`, or your own file via `template`); every score records the template's name and hash.
 
+Verdicts and fencing (issue 16, docs/judges.md): the verdict is read only from the judge's own answer, its last
+non-empty line ("Score: N", "Winner: A|B|tie", "Yes|No") or its first answer token (`logits`); the response is
+quoted between tags carrying a fence token hashed from the quoted texts, with tag-shaped text escaped and
+verdict-shaped lines marked `(quoted)`, so it can neither close its block nor plant a verdict. An endpoint judge
+honours `timeout` (`configure`) as the total deadline of each request; a local judge refuses it.
+
 Failure semantics (issue 8, docs/judges.md): a judge answer with no readable verdict is an `error` with the raw
 text in `info["raw"]` (the judge's fault: a composite then errors and never pays). A judge that REFUSES to grade
 (an answer reading as a refusal, with no verdict) is the response's doing (the response made a judge refuse):
