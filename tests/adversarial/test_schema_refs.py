@@ -20,6 +20,7 @@ import pytest
 import rewardlab
 from rewardlab import Sample
 from rewardlab.rewards.text import check_local_refs, local_schema_validator
+from tests.conformance_cases.verifiable_structured import CASES as STRUCTURED_CASES
 
 CALL = {"name": "lookup", "arguments": {"city": "Paris"}}
 RESPONSE = '{"name": "lookup", "arguments": {"city": "Paris"}}'
@@ -154,3 +155,10 @@ def test_the_helpers_name_where_the_schema_came_from() -> None:
         check_local_refs({"$ref": "https://x.test/s"}, "my schema")
     with pytest.raises(ValueError, match="my schema is not a valid JSON Schema"):
         local_schema_validator({"type": 5}, "my schema")
+
+
+@pytest.mark.parametrize("case", ["tool_call", "think_format", "retrieval", "search_budget", "citation"])
+def test_families_that_read_no_files_score_the_same_when_file_paths_are_refused(case: str) -> None:
+    spec, samples = STRUCTURED_CASES[case]
+    free, confined = rewardlab.load(spec), rewardlab.load(spec).confine_files(None)
+    assert [s.to_dict() for s in free.score(samples)] == [s.to_dict() for s in confined.score(samples)]
