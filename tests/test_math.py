@@ -272,6 +272,7 @@ def test_last_number_fallback_can_be_switched_off() -> None:
 
 
 # ------------------------------------------------------------------- the last-number fallback (issue 23)
+Prompt = str | list[dict[str, str]]
 BOXED_PROMPT = "What is 3 + 4? Please reason step by step, and put your final answer within \\boxed{}."
 TRUNCATED = "First, 3 + 4 = 7. Then we check whether 7"  # cut off mid-thought, ending on the gold
 
@@ -281,7 +282,7 @@ TRUNCATED = "First, 3 + 4 = 7. Then we check whether 7"  # cut off mid-thought, 
     "3 + 4? Box your answer.", "3 + 4? Write the answer after ####.",
     [{"role": "system", "content": "Put the final answer in \\boxed{}."}, {"role": "user", "content": "3 + 4?"}],
 ])
-def test_the_default_fallback_is_off_when_the_prompt_asks_for_a_marked_answer(prompt: object) -> None:
+def test_the_default_fallback_is_off_when_the_prompt_asks_for_a_marked_answer(prompt: Prompt) -> None:
     score = MathReward().score([Sample(prompt=prompt, response=TRUNCATED, reference="7")])[0]
     assert score.value == 0.0
     assert score.objectives == {"correct": 0.0, "format": 0.0, "fallback": 0.0}
@@ -316,7 +317,7 @@ def test_the_fallback_count_is_the_sum_of_the_fallback_objective() -> None:
 
 def _truncated_gsm8k(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
     """(question, reasoning cut after each of its lines but the last, gold) for GSM8K solutions: truncated chains."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for row in rows:
         lines = row["answer"].rsplit("####", 1)[0].rstrip().split("\n")
         out.extend((row["question"], "\n".join(lines[:k]), gsm8k_gold(row["answer"])) for k in range(1, len(lines)))
