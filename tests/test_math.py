@@ -496,15 +496,20 @@ def test_cli_score_with_math_reward(tmp_path: Path) -> None:
         {"prompt": "eggs", "response": "9 * 2 = 18\n#### 18", "reference": "18"},
         {"prompt": "eggs", "response": "The answer is 19.", "reference": "18"},
         {"prompt": "pair", "response": "<answer>(3, \\pi/2)</answer>", "reference": r"\left( 3, \frac{\pi}{2} \right)"},
+        {"prompt": "3 + 4?", "response": "3 + 4 = 7, then 7", "reference": "7"},  # the fallback fires
+        {"prompt": "3 + 4? Answer in \\boxed{}.", "response": "3 + 4 = 7, then 7", "reference": "7"},  # it does not
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    out = tmp_path / "out.jsonl"
+    out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
     done = subprocess.run(
-        [sys.executable, "-m", "rewardlab", "score", "--reward", "math", "-i", str(source), "-o", str(out), "--quiet"],
+        [sys.executable, "-m", "rewardlab", "score", "--reward", "math", "-i", str(source), "-o", str(out), "--quiet",
+         "--summary-json", str(summary)],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
     scored = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [row["score"]["value"] for row in scored] == [1.0, 1.0, 0.0, 1.0]
+    assert [row["score"]["value"] for row in scored] == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
     assert scored[2]["score"]["objectives"] == {"correct": 0.0, "format": 1.0, "fallback": 0.0}
+    assert [row["score"]["objectives"]["fallback"] for row in scored] == [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert json.loads(summary.read_text(encoding="utf-8"))["objectives"]["fallback"] == pytest.approx(1 / 6)
