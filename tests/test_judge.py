@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
+from rewardlab.rewards._judge_backends import HFBackend
 from rewardlab.rewards._judge_parse import (
     BUILTIN_TEMPLATES,
     load_template,
@@ -105,7 +106,7 @@ def test_winner_and_yes_no_and_criteria_parsing() -> None:
         "Is it correct?", "Is it short?", "Does it cite a source?"]
 
 
-@given(st.integers(1, 5), st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+@given(st.integers(1, 5), st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=80))
 def test_any_critique_then_a_score_line_gives_that_score(score: int, critique: str) -> None:
     critique = critique.replace("Score", "S").replace("score", "s").replace("Rating", "R").replace("rating", "r")
     critique = critique.replace("Grade", "G").replace("grade", "g")
@@ -159,7 +160,7 @@ def test_pointwise_logits_is_the_expected_score_over_digit_tokens(model: str) ->
     sample = Sample(prompt="2+2?", response="4")
     (score,) = reward.score([sample])
     backend = reward.backend
-    assert isinstance(backend, rewardlab.rewards._judge_backends.HFBackend)
+    assert isinstance(backend, HFBackend)
     lm, tokenizer = backend.load()
     fields, _ = reward._fields(sample)
     text = backend.render(reward.template.conversation(**fields)) + "Score: "
@@ -273,6 +274,7 @@ def test_eval_scores_a_pairwise_judge_by_its_verdicts(model: str, tmp_path: Path
 
     pairs = [PreferencePair(prompt=f"q{i}", chosen=f"good answer {i}", rejected=f"bad {i}") for i in range(6)]
     judge = load(model, mode="pairwise", scoring="logits")
+    assert isinstance(judge, PairwiseJudge)
     result = evaluate([judge], pairs, output_dir=tmp_path / "out", quiet=True, robustness_pairs=0)
     (metrics,) = result["rewards"].values()
     assert metrics["position_consistency"]["applicable"] is True
@@ -315,7 +317,7 @@ def test_smollm2_judge_prefers_the_right_answer_by_p_yes() -> None:
 
 
 # ---------------------------------------------------------------- verdicts only from the judge's own final line
-_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=120)
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=120)
 _VERDICTS = st.sampled_from(["Score: 5", "Winner: A", "Yes", "No.", "**Answer:** yes", "Verdict: B", "score=3"])
 
 
@@ -420,6 +422,7 @@ def test_eval_probes_a_pairwise_judge_through_its_verdicts(model: str, tmp_path:
     pairs = [PreferencePair(prompt=f"Question {i}?", chosen=f"Good answer {i}. It's right.",
                             rejected=f"Bad answer {i}. Wrong.") for i in range(4)]
     judge = load(model, mode="pairwise", scoring="logits")
+    assert isinstance(judge, PairwiseJudge)
     result = evaluate([judge], pairs, output_dir=tmp_path / "out", quiet=True, robustness_pairs=4)
     (metrics,) = result["rewards"].values()
     robustness = metrics["robustness"]

@@ -174,7 +174,8 @@ def test_an_endpoint_judge_honours_configure_timeout() -> None:
     with app_in_background(app) as server:
         reward = judge(server.url + "/v1", retries=0)
         assert reward.contract().honours == frozenset({"timeout"})
-        assert reward.configure(timeout=0.3) is reward and reward.backend.timeout == 0.3
+        assert reward.configure(timeout=0.3) is reward
+        assert isinstance(reward.backend, OpenAIBackend) and reward.backend.timeout == 0.3
         started = time.monotonic()
         (score,) = reward.score([Sample(prompt="q", response="a")])
         elapsed = time.monotonic() - started
