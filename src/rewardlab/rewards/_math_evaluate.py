@@ -1,11 +1,10 @@
 """Evaluation of parsed `math` answers: exact rationals (`fractions.Fraction`) and complex floats.
 
 A tree node is a tuple: `("n", Fraction, shown)` (`shown`: the place value of the last digit written, or False
-for an integer), `("s", name)`, `("pi",)`, `("e",)`, `("i",)`,
-`("inf",)`, `("neg", x)`, `("+", a, b)`, `("*", a, b)`, `("/", a, b)`, `("^", a, b)`, `("sqrt", x)`,
-`("root", x, index)`, `("f", name, x)`, `("abs", x)`, `("floor", x)`, `("ceil", x)`, `("!", x)`,
-`("binom", n, k)`, `("pm", a, b)`. Exact evaluation refuses powers over `MAX_EXACT_BITS`; numeric evaluation
-raises on overflow or a bad domain.
+for an integer), `("s", name)`, `("pi",)`, `("e",)`, `("i",)`, `("inf",)`, `("neg", x)`, `("+", a, b)`,
+`("*", a, b)`, `("/", a, b)`, `("^", a, b)`, `("sqrt", x)`, `("root", x, index)`, `("f", name, x)`,
+`("abs", x)`, `("floor", x)`, `("ceil", x)`, `("!", x)`, `("binom", n, k)`, `("pm", a, b)`. Exact evaluation
+refuses powers over `MAX_EXACT_BITS`; numeric evaluation raises on overflow or a bad domain.
 """
 
 from __future__ import annotations
