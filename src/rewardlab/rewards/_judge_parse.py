@@ -42,7 +42,7 @@ _REFUSAL = re.compile(
     r"\b(I\s*(?:'m|am)\s+sorry|I\s+(?:can(?:'|no)?t|cannot|won't|will\s+not|am\s+unable\s+to|'m\s+unable\s+to)"
     r"\s+(?:help|assist|evaluate|grade|rate|judge|comply|provide|do\s+that|engage)|as\s+an\s+AI)", re.IGNORECASE)
 #: Tag-shaped text that could open or close a quoted block (with or without a fence suffix); escaped in quotes.
-_TAGS = re.compile(r"<\s*/?\s*(?:response|prompt|reference)[^<>]{0,80}>", re.IGNORECASE)
+_TAGS = re.compile(r"<\s*/?\s*(?:response|prompt|reference)[^<>]*>", re.IGNORECASE)  # linear: stops at <
 FENCE_CHARS = 12
 
 
