@@ -116,3 +116,27 @@ def test_discovery_from_many_threads_of_a_fresh_process_sees_every_reward() -> N
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-1500:]
     assert done.stdout.strip() == "16"
+
+
+def test_spec_label_is_the_one_short_name_of_a_spec() -> None:
+    from rewardlab.registry import spec_label
+
+    assert spec_label("length", "x") == "length"
+    assert spec_label("  rm:./models/my-rm/ ", "x") == "rm:my-rm"
+    assert spec_label("configs/rewards.yaml", "sum") == "rewards.yaml"
+    assert spec_label({"length": {"unit": "chars"}}, "length") == "length(unit=chars)"
+    assert spec_label('{"length": {"unit": "chars"}}', "length") == "length(unit=chars)"
+    assert spec_label({"sum": {"exact_match": 1.0, "f1": {"k": [1]}}}, "sum") == "sum"
+    assert spec_label('{"broken', "fallback") == "fallback"
+    assert spec_label("x" * 41, "fallback") == "fallback"
+    assert spec_label(rewardlab.load("length"), "length") == "length"
+
+
+def test_trainer_and_report_names_come_from_spec_label() -> None:
+    from rewardlab.integrations.payload import spec_name
+    from rewardlab.integrations.trl import reward_func
+
+    reward = rewardlab.load("exact_match")
+    assert spec_name("rm:/a/b/c", reward) == "rm:c"
+    assert reward_func("exact_match").__name__ == "exact_match"
+    assert reward_func({"length": {"unit": "chars"}}).__name__ == "length(unit=chars)"

@@ -217,6 +217,39 @@ def _parse_text(spec: str) -> Any:
     return text
 
 
+LABEL_LIMIT = 40
+"""Labels longer than this fall back to the reward's name."""
+
+
+def spec_label(spec: Any, fallback: str) -> str:
+    """The one short, human label of a spec, for report columns and trainer logs: `length`, `rm:my-rm` (a folder's
+    last name only), `length(unit=chars)` (scalar options inline), `rewards.yaml` (a spec file's name); `fallback`
+    (the reward's name) for a `Reward`, a composite with nested options, or a label over `LABEL_LIMIT` characters."""
+    if isinstance(spec, str) and spec.strip().startswith("{"):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError:
+            return fallback
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.lower().endswith(_FILE_SUFFIXES) and ":" not in text.split("/")[0]:
+            label = Path(text).name
+        elif ":" in text:
+            family, _, arg = text.partition(":")
+            label = f"{family}:{Path(arg.rstrip('/')).name or arg}"
+        else:
+            label = text
+    elif isinstance(spec, Mapping) and len(spec) == 1:
+        ((name, options),) = spec.items()
+        if isinstance(options, Mapping) and all(isinstance(v, str | int | float | bool) for v in options.values()):
+            label = f"{name}(" + ",".join(f"{k}={v}" for k, v in options.items()) + ")"
+        else:
+            label = str(name)
+    else:
+        return fallback
+    return label if label and len(label) <= LABEL_LIMIT else fallback
+
+
 def load(spec: Any) -> Reward:
     """Build a `Reward` from a spec (see the module docstring); a `Reward` is returned as is."""
     _discover()

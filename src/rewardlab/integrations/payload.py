@@ -75,12 +75,10 @@ def load_reward(spec: Any) -> Reward:
 
 
 def spec_name(spec: Any, reward: Reward) -> str:
-    """A short name for logs: the spec when it is a plain name, else the reward's name."""
-    if isinstance(spec, str) and spec.strip() and not spec.lstrip().startswith(("{", "[")):
-        text = spec.strip()
-        if not text.lower().endswith((".yaml", ".yml", ".json")):
-            return text
-    return reward.name
+    """A short name for logs: `registry.spec_label` of the spec, the reward's name when the spec has none."""
+    from rewardlab.registry import spec_label
+
+    return spec_label(spec, reward.name)
 
 
 def error_value_of(reward: Reward, error_value: float | None = None) -> float:
@@ -92,12 +90,12 @@ def error_value_of(reward: Reward, error_value: float | None = None) -> float:
 
 
 def score_number(score: Score, *, error_value: float, na_value: float = 0.0) -> float:
-    """One score as a number: its value, `error_value` when it failed, `na_value` when the reward does not apply."""
-    if score.error is not None:
-        return error_value
-    if score.value is None:
-        return na_value
-    return float(score.value)
+    """One score as a number: `Score.trainer_value()`, or in place of its mask `error_value` when the score failed
+    and `na_value` when the reward does not apply (the wire formats that have no mask)."""
+    value = score.trainer_value()
+    if value is not None:
+        return value
+    return error_value if score.error is not None else na_value
 
 
 def objective_columns(reward: Reward) -> list[str]:

@@ -14,7 +14,6 @@ awaits functions whose `__call__` is a coroutine function on its own event-loop 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -106,14 +105,6 @@ def trl_samples(
     return samples, problems
 
 
-def _as_floats(scores: Sequence[Score]) -> list[float | None]:
-    out: list[float | None] = []
-    for score in scores:
-        value = score.value
-        out.append(None if score.error is not None or value is None or not math.isfinite(value) else float(value))
-    return out
-
-
 class _TRLReward:
     """Shared state of the sync and async TRL reward functions."""
 
@@ -158,7 +149,7 @@ class _TRLReward:
                         log_metric(f"rewardlab/{self.__name__}/{part}", sum(present) / len(present))
             except Exception:  # logging must never cost the rewards
                 pass
-        return _as_floats(scores)
+        return [score.trainer_value() for score in scores]
 
     def __repr__(self) -> str:
         return f"<TRL reward function {self.__name__!r} for {self.reward!r}>"

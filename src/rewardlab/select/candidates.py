@@ -10,7 +10,7 @@ from typing import Any
 
 from rewardlab.jsonl import atomic_writer, dumps_row, iter_jsonl
 from rewardlab.select.curves import accuracy_vs_n
-from rewardlab.select.selection import METHODS, select, usable_value
+from rewardlab.select.selection import METHODS, select
 from rewardlab.types import Reward, Sample
 
 
@@ -87,7 +87,7 @@ def select_file(
             correct = _correctness(row)
             if correct is not None:
                 all_candidates.append(list(row["candidates"]))
-                all_values.append([usable_value(s) for s in scores])
+                all_values.append([s.trainer_value() for s in scores])
                 all_correct.append(correct)
                 chosen_correct.append(selection.index is not None and correct[selection.index])
     summary: dict[str, Any] = {"rows": len(rows), "method": method, "equivalence": equivalence,

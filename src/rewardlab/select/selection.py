@@ -7,7 +7,6 @@ Uesato et al. 2022 (ORM/PRM-weighted majority); majority voting is self-consiste
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,13 +26,6 @@ class Selection:
     scores: list[Score] = field(default_factory=list)
     reason: str = ""
     groups: list[dict[str, Any]] = field(default_factory=list)
-
-
-def usable_value(score: Score) -> float | None:
-    """The score's value when it can rank a candidate: finite, no error; else None."""
-    if score.error is not None or score.value is None or not math.isfinite(score.value):
-        return None
-    return float(score.value)
 
 
 def pick_best(values: Sequence[float | None]) -> int | None:
@@ -128,7 +120,7 @@ def select(
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if len(candidates) != len(scores):
         raise ValueError(f"{len(candidates)} candidates but {len(scores)} scores")
-    values = [usable_value(s) for s in scores]
+    values = [s.trainer_value() for s in scores]
     if method == "bon":
         index = pick_best(values)
         reason = "highest reward" if index is not None else "no candidate has a usable score"
