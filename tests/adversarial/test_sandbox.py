@@ -10,12 +10,15 @@ import ast
 import contextlib
 import ctypes
 import dataclasses
+import json
 import os
 import platform
 import shutil
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -679,8 +682,6 @@ print(json.dumps({"mechanisms": sandbox.isolation.mechanisms(), "stdout": run.st
 
 @pytest.mark.skipif(not IS_ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv to become nobody")
 def test_a_non_root_scorers_program_is_root_of_its_user_namespace_without_any_capability(secret_file: Path) -> None:
-    import json
-    import subprocess
     import sys as _sys
 
     interpreter = "/usr/bin/python3"
@@ -803,3 +804,53 @@ def test_run_many_interrupted_stops_its_runs_cancels_the_queue_and_leaves_no_cgr
     assert own_cgroup_children() == []
     assert not [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
     assert run(box, "print(2)").stdout == b"2\n"  # the sandbox works again afterwards
+
+
+# --- finding (issue 23): the host out of memory was reported as the program's memory limit ------------------------
+# The run's cgroup counted an OOM kill that the enclosing cgroup's shortage caused, with the program far under its own
+# limit: the run said "memory limit exceeded" and `code` scored the program 0.0 for the machine's shortage.
+
+SHORT_SCORER = """import json, os, sys
+from rewardlab.runtime.sandbox import PYTHON, Limits, Sandbox
+open('/proc/self/oom_score_adj', 'w').write('-1000')  # the program, never the scorer, is the OOM killer's victim
+box = Sandbox(Limits(wall_seconds=20, memory_bytes=512 << 20, total_memory_bytes=int(sys.argv[2]) << 20))
+assert box.isolation.memory_cgroup
+usage = os.path.join(sys.argv[1], 'memory.usage_in_bytes' if os.path.exists(os.path.join(sys.argv[1],
+                     'memory.usage_in_bytes')) else 'memory.current')
+limit = 160 << 20
+hog = []
+while int(open(usage).read()) < limit - (48 << 20):  # the enclosing cgroup nearly full
+    hog.append(bytearray(4 << 20))
+run = box.run_program(PYTHON, "blocks = [bytearray(1 << 20) for _ in range(int(%s))]" % sys.argv[3])
+print(json.dumps({"status": run.status, "error": run.error, "peak": run.memory_peak_bytes}))
+"""
+
+
+@pytest.mark.parametrize(("own_limit_mib", "program_mib", "status"),
+                         [(300, 96, "sandbox failure"), (24, 96, MEMORY_LIMIT)])
+def test_an_enclosing_cgroup_out_of_memory_is_not_the_programs_memory_limit(own_limit_mib: int, program_mib: int,
+                                                                           status: str) -> None:
+    cgroups, why = memory_cgroups()
+    if cgroups is None:
+        pytest.skip(f"no memory cgroup: {why}")
+    enclosing = Path(cgroups.parent, f"rewardlab-test-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    enclosing.mkdir()
+    try:
+        if cgroups.version == 1:
+            (enclosing / "memory.limit_in_bytes").write_text(str(160 << 20))
+        else:
+            (enclosing / "memory.max").write_text(str(160 << 20))
+            (enclosing / "memory.swap.max").write_text("0")
+        done = subprocess.run(
+            ["sh", "-c", f'echo $$ > {enclosing}/cgroup.procs && exec "$@"', "sh", sys.executable, "-c",
+             SHORT_SCORER, str(enclosing), str(own_limit_mib), str(program_mib)],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert report["status"] == status, report
+        if status == "sandbox failure":
+            assert "the system ran out of memory" in report["error"], report
+    finally:
+        for child in enclosing.glob("rewardlab-*"):
+            cgroups.remove(str(child))
+        cgroups.remove(str(enclosing))

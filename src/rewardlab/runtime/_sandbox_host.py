@@ -17,6 +17,8 @@ from pathlib import Path
 from rewardlab.runtime._sandbox_results import MiB, SandboxUnavailableError
 
 WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+# a run whose peak came this close to its cgroup's limit reached it (charges are made in batches of up to 64 pages)
+_AT_LIMIT_SLACK = 1 * MiB
 
 
 def reachable_by_others(path: str | os.PathLike[str]) -> bool:
@@ -166,20 +168,38 @@ class MemoryCgroups:
             raise
         return path
 
-    def outcome(self, path: str) -> tuple[int, int | None]:
-        """(OOM kills in the cgroup, its peak memory use in bytes or None)."""
-        events, peak = ("memory.oom_control", "memory.max_usage_in_bytes") if self.version == 1 else (
-            "memory.events", "memory.peak")
-        kills = 0
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(path, events).read_text().splitlines():
-                name, _, value = line.partition(" ")
-                if name == "oom_kill":
-                    kills = int(value)
+    def outcome(self, path: str, limit: int) -> tuple[int, int | None, bool]:
+        """(OOM kills in the cgroup, its peak memory use in bytes or None, whether the run reached its own `limit`).
+
+        An OOM kill in the run's cgroup is the run's doing only when the run reached its own limit: an enclosing
+        cgroup out of memory (the host's, a container's) kills in the run's cgroup too, with the run under its limit.
+        Reached means a failed charge against this cgroup (v1 `memory.failcnt` / `memory.memsw.failcnt`, v2 the
+        `max` event) or a peak within `_AT_LIMIT_SLACK` of the limit (some kernels never count the failures).
+        """
+        kills = at_limit = 0
+        if self.version == 1:
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(path, "memory.oom_control").read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        kills = int(value)
+            for name in ("memory.failcnt", "memory.memsw.failcnt"):
+                with contextlib.suppress(OSError, ValueError):
+                    at_limit += int(Path(path, name).read_text())
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(path, "memory.events").read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        kills = int(value)
+                    elif name == "max":
+                        at_limit = int(value)
         try:
-            return kills, int(Path(path, peak).read_text().split()[0])
+            peak: int | None = int(Path(path, "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
+                                   .read_text().split()[0])
         except (OSError, ValueError, IndexError):
-            return kills, None
+            peak = None
+        return kills, peak, at_limit > 0 or (peak is not None and peak >= limit - _AT_LIMIT_SLACK)
 
     @staticmethod
     def remove(path: str, patience_s: float = 2.0) -> bool:

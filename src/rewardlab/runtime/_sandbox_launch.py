@@ -145,14 +145,19 @@ def _execute_in(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin
                                          python_script, cgroup)
     finally:
         if cgroups is not None and cgroup is not None:
-            kills, peak = cgroups.outcome(cgroup)
+            kills, peak, at_limit = cgroups.outcome(cgroup, limits.total_memory)
             cgroups.remove(cgroup)
     if cgroup is not None:
-        result.memory_exceeded = kills > 0
         result.memory_peak_bytes = peak
-        if kills and result.sandbox_error is not None and result.returncode is None:
-            # the OOM killer chose the init (possible without CAP_SYS_RESOURCE): still the run's memory
-            result.sandbox_error, result.signal = None, signal.SIGKILL
+        if kills and not at_limit:  # an enclosing cgroup (the host, a container) ran out, not the run
+            result.sandbox_error = (f"the system ran out of memory: a process of the run was killed by the OOM "
+                                    f"killer while the run was under its own limit of {limits.total_memory} bytes "
+                                    f"(peak {peak} bytes)")
+        else:
+            result.memory_exceeded = kills > 0
+            if kills and result.sandbox_error is not None and result.returncode is None:
+                # the OOM killer chose the init (possible without CAP_SYS_RESOURCE): still the run's memory
+                result.sandbox_error, result.signal = None, signal.SIGKILL
     return result
 
 def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
