@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -538,3 +539,26 @@ def test_worked_chains_and_counted_answers_still_pass(response: str, gold: str) 
 def _score(answer: str, gold: str, raw: bool = False) -> float | None:
     response = answer if raw else f"\\boxed{{{answer}}}"
     return MathReward().score([Sample(prompt="q", response=response, reference=gold)])[0].value
+
+
+def _decimal(value: Fraction, places: int) -> str:
+    """`value` rounded half-up to `places` decimals, written out with exactly that many decimals."""
+    scaled = value * 10**places
+    units = int(scaled + Fraction(1, 2)) if scaled >= 0 else -int(-scaled + Fraction(1, 2))
+    sign, digits = ("-" if units < 0 else ""), str(abs(units)).rjust(places + 1, "0")
+    return f"{sign}{digits[:-places]}.{digits[-places:]}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-10**9, 10**9), st.sampled_from([3, 7, 9, 11, 13, 21, 37, 101, 999]), st.integers(1, 9))
+def test_a_decimal_is_credited_only_as_the_gold_rounded_to_the_digits_it_shows(numerator: int, denominator: int,
+                                                                               places: int) -> None:
+    gold = Fraction(numerator, denominator)
+    if gold.denominator == 1:
+        return
+    rounded, padded = _decimal(gold, places), _decimal(gold, places - 1) + "0"
+    within = abs(Fraction(rounded) - gold) <= Fraction(1, 10**6) * max(abs(gold), abs(Fraction(rounded)))
+    reference = f"\\frac{{{numerator}}}{{{denominator}}}"
+    assert equivalent(rounded, reference) == within, (rounded, reference)
+    if padded != rounded:  # the coarser rounding with a trailing 0 shows a digit it did not round to
+        assert not equivalent(padded, reference), (padded, reference)
