@@ -233,18 +233,6 @@ def descriptor_of(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def is_stream(path: str | Path) -> bool:
-    """True for `-`, a descriptor path (`/dev/stdout`, `/dev/fd/N`) and an existing path that is not a regular
-    file or folder (a FIFO, a device)."""
-    if descriptor_of(path) is not None:
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
 class UnsafeOutputError(PermissionError):
     """An output path that would write through a link someone else planted, or replace someone else's file."""
 
