@@ -25,6 +25,7 @@ reference and `metadata` (the environment's record of what was retrieved), never
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.registry import register
-from rewardlab.rewards._markup import strip_tag_blocks, tag_blocks
+from rewardlab.rewards._markup import strip_tag_blocks, tag_blocks, tag_spans
 from rewardlab.rewards.text import normalize_answer, references_of, response_text, token_f1
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
@@ -105,6 +106,11 @@ class TrajectoryFormat:
       per-search ids (Search-R1's `Doc 1` of each search) that name different passages are all kept.
     - `metadata_key`: when `Sample.metadata[metadata_key]` holds a list of documents (strings, or objects with
       `id` and `text`/`contents`), those are the retrieved documents and information blocks are not parsed.
+    - `information_after_search` (default True): without that record, an information block counts only as the
+      environment's reply to a search call: it must follow a `</search>` closer with nothing but white space
+      between them, one block per call. A Search-R1 loop stops generation at `</search>` and appends the
+      results, so a policy cannot write there; a block it writes anywhere else (its own "retrieved" gold
+      passage) is ignored. False trusts every block in the response (gameable: only for trusted text).
     """
 
     search_tag: str = "search"
@@ -117,6 +123,7 @@ class TrajectoryFormat:
     citations_in: str = "answer"
     id_prefix: str | None = "doc"
     metadata_key: str | None = "retrieved"
+    information_after_search: bool = True
 
     def __post_init__(self) -> None:
         for option in ("search_tag", "information_tag", "answer_tag"):
@@ -210,6 +217,25 @@ class TrajectoryFormat:
                                 f"'id' and 'text', got {type(item).__name__}")
         return out
 
+    def information_blocks(self, text: str) -> list[str]:
+        """The information blocks that count as retrieved results (see `information_after_search`)."""
+        spans = tag_spans(text, self.information_tag)
+        if not self.information_after_search:
+            return [text[start:end] for start, end in spans]
+        closer = f"</{self.search_tag}>"
+        search_ends = [end + len(closer) for _, end in tag_spans(text, self.search_tag)]
+        opener_length = len(self.information_tag) + 2
+        answered: set[int] = set()
+        blocks: list[str] = []
+        for start, end in spans:
+            block_open = start - opener_length
+            call = bisect.bisect_right(search_ends, block_open) - 1
+            if call < 0 or call in answered or text[search_ends[call]:block_open].strip():
+                continue  # not the environment's reply to a search call: written by the policy
+            answered.add(call)
+            blocks.append(text[start:end])
+        return blocks
+
     def parse(self, text: str, metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Parse a response (and its metadata) into a `Trajectory`."""
         searches = [q.strip() for q in tag_blocks(text, self.search_tag)]
@@ -218,7 +244,7 @@ class TrajectoryFormat:
         if from_metadata is not None:
             raw_documents = [(i, t, -1) for i, t in from_metadata]
         else:
-            for call, block in enumerate(tag_blocks(text, self.information_tag)):
+            for call, block in enumerate(self.information_blocks(text)):
                 raw_documents.extend((i, t, call) for i, t in self.split_documents(block))
         documents: list[RetrievedDocument] = []
         seen: set[tuple[str | None, str]] = set()
