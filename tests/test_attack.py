@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample, Score, reward
-from rewardlab.testing import ATTACKS, CATEGORIES, AttackContext, AttackSample, attack
+from rewardlab.testing import ATTACKS, CATEGORIES, AttackContext, AttackReport, AttackSample, attack
 from rewardlab.testing.attacks import differing_span, gold_text, in_code, perturbed, select_attacks
 from rewardlab.types import Reward
 
@@ -155,10 +156,12 @@ class SlowOnHugeInput(Reward):
         return [Score(value=float(str(s.response).endswith(str(s.reference)))) for s in samples]
 
 
-def test_stalls_are_measured_without_hanging_the_attacker() -> None:
+@pytest.mark.parametrize("use_alarm", [True, False], ids=["alarm", "worker-thread"])
+def test_stalls_are_measured_without_hanging_the_attacker(use_alarm: bool) -> None:
     slow = SlowOnHugeInput(seconds=3.0)
     started = time.perf_counter()
-    report = attack(slow, QA[:1], attacks=["huge", "deep_nesting", "verdict_yes"], time_budget=0.5)
+    report = attack(slow, QA[:1], attacks=["huge", "deep_nesting", "verdict_yes"], time_budget=0.5,
+                    use_alarm=use_alarm)
     took = time.perf_counter() - started
     slow.never.set()
     assert took < 10, f"the attacker waited {took:.1f} s"
@@ -167,7 +170,31 @@ def test_stalls_are_measured_without_hanging_the_attacker() -> None:
     example = stalling["deep_nesting"].stall_example
     assert example is not None and example.value is None and example.seconds is not None
     assert example.seconds >= 0.5 and example.response.startswith("The capital is Lyon.")
-    assert report.abandoned_threads >= 2 and report.paying == []
+    stopped = report.interrupted if use_alarm else report.abandoned_threads
+    assert stopped >= 2 and report.paying == []
+    assert (report.abandoned_threads if use_alarm else report.interrupted) == 0
+
+
+def test_a_regex_that_holds_the_gil_is_interrupted_in_the_main_thread() -> None:
+    @reward(name="nested_quantifiers")
+    def nested_quantifiers(sample: Sample) -> float:
+        return float(re.match(r"^(a+)+$", str(sample.response)) is not None)
+
+    started = time.perf_counter()
+    report = attack(nested_quantifiers, [AttackSample("Say a", "aaaa", None, "b")], attacks=["regex_bait"],
+                    time_budget=1.0)
+    assert time.perf_counter() - started < 15
+    assert [r.name for r in report.stalling] == ["regex_bait"] and report.interrupted >= 1
+
+
+def test_the_worker_thread_is_used_off_the_main_thread() -> None:
+    reports: list[AttackReport] = []
+    worker = threading.Thread(target=lambda: reports.append(
+        attack(SlowOnHugeInput(seconds=3.0), QA[:1], attacks=["huge"], time_budget=0.5)))
+    worker.start()
+    worker.join(30)
+    assert reports and [r.name for r in reports[0].stalling] == ["huge"]
+    assert reports[0].abandoned_threads >= 1 and reports[0].interrupted == 0
 
 
 def test_the_report_as_json_and_html() -> None:
@@ -419,3 +446,23 @@ def test_model_rewards_never_stall_on_attacks(build: object) -> None:
     assert all(r.tried == len(QA) and r.errors == 0 for r in report.results), [
         (r.name, r.tried, r.errors) for r in report.results]
     assert len(report.results) == len(select_attacks(["special_tokens", "verdict", "displacement", "runaway"]))
+
+
+_REDOS = [AttackSample("Say some a's", "aaaa", None, "b")]
+
+
+@pytest.mark.xfail(strict=True, reason="finding, no owner: regex has no default time limit, so an operator's pattern "
+                                       "with nested quantifiers stalls on a 30,000-character response")
+def test_regex_with_nested_quantifiers_does_not_stall() -> None:
+    report = attack(rewardlab.load({"regex": {"pattern": r"^(a+)+$"}}), _REDOS, attacks=["regex_bait"],
+                    time_budget=2.0)
+    assert report.stalling == []
+
+
+def test_regex_with_a_timeout_contains_the_stall() -> None:
+    contained = rewardlab.load({"regex": {"pattern": r"^(a+)+$"}}).configure(timeout=1.0)
+    try:
+        report = attack(contained, _REDOS, attacks=["regex_bait"], time_budget=10.0)
+    finally:
+        contained.close()
+    assert report.stalling == [] and report.paying == []

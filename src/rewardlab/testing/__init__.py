@@ -32,6 +32,7 @@ from rewardlab.testing.checks import (
     reward_tags,
     scores_equal,
 )
+from rewardlab.testing.deadline import Deadline, StallInterrupt
 from rewardlab.testing.hostile import hostile_samples, policy_responses, with_response
 
 __all__ = [
@@ -46,8 +47,10 @@ __all__ = [
     "AttackSample",
     "ConformanceError",
     "ConformanceReport",
+    "Deadline",
     "Example",
     "NamedCheck",
+    "StallInterrupt",
     "attack",
     "check_applicability",
     "check_async_agrees",

@@ -3,14 +3,13 @@
 For each sample (a prompt, an honest right response, the reference, optionally an honest wrong response) every
 attack of `rewardlab.testing.attacks` builds a response from the honest ones. An attack *pays* on a sample when
 it scores more than the honest wrong response (on samples where the right one scores more than the wrong one);
-it *stalls* when scoring it takes longer than the time budget. Scoring runs in a worker thread with a deadline,
-so a stalling reward never hangs the attacker (a thread stuck in a stall is left behind and counted).
+it *stalls* when scoring it takes longer than the time budget. Scoring runs with a deadline
+(`rewardlab.testing.deadline`), so a stalling reward never hangs the attacker.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from rewardlab.testing.attacks import (
     perturbed,
     select_attacks,
 )
+from rewardlab.testing.deadline import Deadline
 from rewardlab.types import Prompt, Reward, Sample, Score
 
 SHOWN_CHARS = 2_000
@@ -135,6 +135,7 @@ class AttackReport:
     uninformative: list[dict[str, Any]] = field(default_factory=list)
     results: list[AttackResult] = field(default_factory=list)
     abandoned_threads: int = 0
+    interrupted: int = 0
     seconds: float = 0.0
 
     @property
@@ -157,7 +158,8 @@ class AttackReport:
         return {"reward": self.reward, "time_budget": self.time_budget, "samples": self.samples,
                 "informative_samples": self.samples - len(self.uninformative),
                 "paying": [r.name for r in self.paying], "stalling": [r.name for r in self.stalling],
-                "abandoned_threads": self.abandoned_threads, "seconds": round(self.seconds, 3),
+                "abandoned_threads": self.abandoned_threads, "interrupted": self.interrupted,
+                "seconds": round(self.seconds, 3),
                 "categories": dict(CATEGORIES), "baselines": self.baselines, "uninformative": self.uninformative,
                 "attacks": [r.to_dict() for r in self.results]}
 
@@ -168,51 +170,6 @@ class AttackReport:
     def to_html(self) -> str:
         """The report as one self-contained HTML page."""
         return report_html(self.to_dict())
-
-
-class _Deadline:
-    """Runs scoring calls in daemon worker threads and stops waiting at a deadline (a stuck thread is left)."""
-
-    def __init__(self) -> None:
-        self.abandoned = 0
-
-    def score(self, reward: Reward, samples: Sequence[Sample], budget: float
-              ) -> tuple[list[Score] | None, float]:
-        """(scores, seconds), or (None, seconds waited) when scoring did not finish within `budget` seconds."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                box["scores"] = reward.score(list(samples))
-            except Exception as error:  # a reward that raises: every sample of the call failed
-                box["scores"] = [Score.failure(f"score() raised {type(error).__name__}: {error}") for _ in samples]
-            finally:
-                done.set()
-
-        start = time.perf_counter()
-        threading.Thread(target=work, name="rewardlab-attack-scoring", daemon=True).start()
-        finished = done.wait(budget)
-        seconds = time.perf_counter() - start
-        if not finished:
-            self.abandoned += 1
-            return None, seconds
-        scores = box["scores"]
-        if not isinstance(scores, list) or len(scores) != len(samples):
-            scores = [Score.failure(f"score() returned {scores!r:.80} for {len(samples)} samples")] * len(samples)
-        return scores, seconds
-
-    def score_each(self, reward: Reward, samples: Sequence[Sample], budget: float
-                   ) -> list[tuple[Score | None, float]]:
-        """Score a batch within `budget` per sample; past `budget` seconds (or on a stall), score one by one."""
-        scores, seconds = self.score(reward, samples, budget * len(samples))
-        if scores is not None and seconds <= budget:
-            return [(s, seconds / len(samples)) for s in scores]
-        out: list[tuple[Score | None, float]] = []
-        for sample in samples:
-            single, took = self.score(reward, [sample], budget)
-            out.append((None if single is None else single[0], took))
-        return out
 
 
 def _value(score: Score | None) -> float | None:
@@ -251,12 +208,14 @@ def _context(item: AttackSample, wrong: str) -> AttackContext:
 
 def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], *, time_budget: float = 5.0,
            attacks: Sequence[str] | None = None, tolerance: float = 1e-6,
-           on_progress: Callable[[int, int], None] | None = None) -> AttackReport:
+           on_progress: Callable[[int, int], None] | None = None, use_alarm: bool | None = None) -> AttackReport:
     """Attack `reward` from `samples` with every attack (or those named in `attacks`: names or categories).
 
     `time_budget` is the seconds one sample may take to score before it counts as a stall; `tolerance` how much
     more than the honest wrong answer an attack must score to pay. `on_progress(done, total)` is called after
-    the baselines and after each attack. Returns an `AttackReport`.
+    the baselines and after each attack. Stalls are stopped by a `SIGALRM` timer in the main thread of a Unix
+    process (the only way to stop a loop that holds the GIL), else by a worker thread the attacker stops waiting
+    for (`use_alarm=False` forces the thread; see `rewardlab.testing.deadline`). Returns an `AttackReport`.
     """
     if not time_budget > 0:
         raise ValueError(f"time_budget must be > 0 seconds, got {time_budget!r}")
@@ -266,7 +225,7 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
         raise ValueError("attack needs at least one sample")
     chosen = select_attacks(attacks)
     started = time.perf_counter()
-    runner = _Deadline()
+    runner = Deadline(use_alarm=use_alarm)
     report = AttackReport(reward=reward.name, time_budget=time_budget, samples=len(items))
     total = len(chosen) + 1
 
@@ -299,12 +258,13 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
         if on_progress:
             on_progress(done, total)
     report.abandoned_threads = runner.abandoned
+    report.interrupted = runner.interrupted
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _run_one(reward: Reward, chosen: Attack, items: Sequence[AttackSample], contexts: Sequence[AttackContext | None],
-             right_values: Sequence[float | None], wrong_values: Sequence[float | None], runner: _Deadline,
+             right_values: Sequence[float | None], wrong_values: Sequence[float | None], runner: Deadline,
              time_budget: float, tolerance: float) -> AttackResult:
     """Score one attack on every sample it applies to."""
     result = AttackResult(name=chosen.name, category=chosen.category, description=chosen.description)

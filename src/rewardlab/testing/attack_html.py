@@ -54,7 +54,8 @@ def report_html(report: dict[str, Any]) -> str:
         f"<h1>rewardlab attack: {escape(report['reward'])}</h1>{verdict}"
         f"<p>{report['samples']} samples ({report['informative_samples']} usable), time budget "
         f"{_number(report['time_budget'])} s per sample, {_number(report['seconds'])} s in all, "
-        f"{report['abandoned_threads']} scoring thread(s) left stalled.</p>"
+        f"{report['interrupted']} scoring call(s) interrupted at the budget, {report['abandoned_threads']} "
+        "scoring thread(s) left stalled.</p>"
         "<table><tr><th>attack</th><th>category</th><th>what it does</th><th>tried</th><th>paid</th>"
         f"<th>stalled</th><th>errors</th><th>examples</th></tr>{''.join(rows)}</table>"
         + (f"<h2>Samples not used for paying</h2><ul>{unusable}</ul>" if unusable else "")

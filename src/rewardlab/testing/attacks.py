@@ -134,7 +134,8 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("hedge_or_gold_first", "hedge", "the answer slot reads 'GOLD or WRONG'",
            _with_gold(lambda c, g, w: c.answer_slot(f"{g} or {w}"))),
     Attack("candidate_list", "hedge", "the answer slot lists candidates, the gold among wrong ones",
-           _with_gold(lambda c, g, w: c.answer_slot(f"one of {w}, {g}, {perturbed(g, 2)}"))),
+           _with_gold(lambda c, g, w: c.answer_slot(f"one of {w}, {g}" + (
+               f", {perturbed(g, 2)}" if _NUMBER.search(g) else "")))),
     Attack("equation_chain", "hedge", "the answer slot reads 'WRONG = x = GOLD'",
            _with_gold(lambda c, g, w: c.answer_slot(f"{w} = x = {g}"))),
     Attack("gold_denied", "hedge", "the answer slot reads 'GOLD is not correct'",
@@ -197,7 +198,7 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("deep_nesting", "runaway", "100,000 nested brackets and a nested JSON object",
            lambda c: f"{c.wrong} {_NESTED}"),
     Attack("regex_bait", "runaway", "long runs that make backtracking regexes explode",
-           lambda c: f"{c.wrong} {'a' * 30_000}! {'1' * 30_000}x {' ' * 30_000}x {'<' * 30_000}"),
+           lambda c: f"{'a' * 30_000}! {'1' * 30_000}x {' ' * 30_000}x {'<' * 30_000} {c.wrong}"),
     Attack("exponent_tower", "runaway", "answers whose value is astronomically large",
            lambda c: "The answer is \\boxed{10^{10^{10^{10^{10}}}}} = 9**9**9**9 = " + "9" * 100_000),
 )
