@@ -122,6 +122,8 @@ class Score:
 
     `value` is a float, or `None` when the reward does not apply (or failed: then `error` says why).
     `objectives` holds named sub-scores, `steps` per-step scores, `rationale` a judge's critique.
+    `spans` is dense credit: `(start, end, value)` over the response's characters (`rewardlab.dense` maps it onto
+    any tokenizer's tokens); a redistribution's values sum to the `value` it came from.
     """
 
     value: float | None = None
@@ -130,6 +132,7 @@ class Score:
     rationale: str | None = None
     error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    spans: list[tuple[int, int, float]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,6 +167,8 @@ class Score:
         }
         if full or self.rationale is not None:
             row["rationale"] = self.rationale
+        if self.spans is not None:
+            row["spans"] = [[int(a), int(b), float(v)] for a, b, v in self.spans]
         if full:
             row["info"] = self.info
         else:
@@ -182,7 +187,27 @@ class Score:
             rationale=row.get("rationale"),
             error=row.get("error"),
             info=dict(row.get("info") or {}),
+            spans=_spans(row.get("spans")),
         )
+
+
+def _spans(raw: Any) -> list[tuple[int, int, float]] | None:
+    """`Score.spans` from JSON: `[start, end, value]` triples with 0 <= start <= end; a bad triple raises naming it."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+        raise TypeError(f"score field 'spans' must be a list of [start, end, value], got {type(raw).__name__}")
+    out: list[tuple[int, int, float]] = []
+    for k, item in enumerate(raw):
+        if not isinstance(item, Sequence) or isinstance(item, str | bytes) or len(item) != 3:
+            raise TypeError(f"spans[{k}] must be [start, end, value], got {item!r}")
+        start, end, value = item
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)) or not 0 <= start <= end:
+            raise ValueError(f"spans[{k}] needs integer offsets 0 <= start <= end, got {item!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"spans[{k}] value must be a number, got {value!r}")
+        out.append((start, end, float(value)))
+    return out
 
 
 def coerce_score(result: Any) -> Score:
@@ -198,7 +223,7 @@ def coerce_score(result: Any) -> Score:
     elif isinstance(result, bool | int | float):
         score = Score(value=float(result))
     elif isinstance(result, Mapping):
-        unknown = set(result) - {"value", "objectives", "steps", "rationale", "error", "info"}
+        unknown = set(result) - {"value", "objectives", "steps", "rationale", "error", "info", "spans"}
         if unknown:
             raise TypeError(f"a score mapping has unknown keys {sorted(unknown)}")
         score = Score.from_dict(result)
@@ -214,6 +239,8 @@ def coerce_score(result: Any) -> Score:
         if not math.isfinite(value):
             return Score(value=None, error=f"non-finite value {value!r}", objectives=score.objectives)
         score.value = value
+    if score.spans is not None and not all(math.isfinite(v) for _, _, v in score.spans):
+        return Score(value=None, error="non-finite value in spans", objectives=score.objectives, info=score.info)
     finite = {k: v for k, v in score.objectives.items() if not (isinstance(v, float) and not math.isfinite(v))}
     if len(finite) != len(score.objectives):  # a NaN objective is an error like a NaN value
         bad = next(k for k in score.objectives if k not in finite)
