@@ -14,7 +14,7 @@ from typing import Any
 from rewardlab.registry import register
 from rewardlab.rewards._markup import tag_blocks, tag_spans
 from rewardlab.rewards.text import response_text
-from rewardlab.runtime import PerSampleReward
+from rewardlab.runtime import PerSampleReward, renamed_option
 from rewardlab.types import Sample, Score
 
 _TAG_NAME = re.compile(r"^[A-Za-z_][\w.:-]*$")
@@ -36,9 +36,9 @@ class ThinkFormat(PerSampleReward):
     Objectives (each 0/1): `structure` (think block, then answer block, in that order), `think_nonempty`
     (at least `min_think_chars` non-space characters of reasoning), `answer_nonempty`, `single` (each tag
     opened and closed exactly once), `nothing_outside` (only whitespace outside the blocks). The value is 1.0
-    when all hold (R1's binary format reward) or, with `partial`, their mean. Options: `think_tag`,
-    `answer_tag` (None: the answer is the text after the think block), `think_in_prompt` (the response starts
-    inside the think block, its opener was in the prompt). DeepSeek-AI 2025, DeepSeek-R1 §2.2.2.
+    when all hold (R1's binary format reward) or, with `partial_credit` (old name `partial`), their mean.
+    Options: `think_tag`, `answer_tag` (None: the answer is the text after the think block), `think_in_prompt`
+    (the response starts inside the think block, its opener was in the prompt). DeepSeek-AI 2025, DeepSeek-R1 §2.2.2.
     Every string response gets a value (a broken format is 0, never N/A); `failure_value` is 0.0.
     """
 
@@ -46,7 +46,8 @@ class ThinkFormat(PerSampleReward):
     failure_value: float | None = 0.0
 
     def __init__(self, *, think_tag: str = "think", answer_tag: str | None = "answer", think_in_prompt: bool = False,
-                 min_think_chars: int = 1, partial: bool = False) -> None:
+                 min_think_chars: int = 1, partial_credit: bool | None = None, partial: bool | None = None) -> None:
+        partial = bool(renamed_option("think_format", "partial_credit", partial_credit, "partial", partial, False))
         _check_tag("think_tag", think_tag, optional=False)
         _check_tag("answer_tag", answer_tag, optional=True)
         if answer_tag == think_tag:
@@ -57,7 +58,7 @@ class ThinkFormat(PerSampleReward):
         self.answer_tag = answer_tag
         self.think_in_prompt = think_in_prompt
         self.min_think_chars = int(min_think_chars)
-        self.partial = partial
+        self.partial_credit = partial
 
     def objectives_of(self, text: str) -> tuple[dict[str, float], dict[str, Any]]:
         """The format objectives of one response, and what was found (think and answer text)."""
@@ -132,7 +133,7 @@ class ThinkFormat(PerSampleReward):
 
     def score_sample(self, sample: Sample) -> Score:
         objectives, info = self.objectives_of(response_text(sample, self.name))
-        if self.partial:
+        if self.partial_credit:
             value = sum(objectives.values()) / len(objectives)
         else:
             value = float(all(v == 1.0 for v in objectives.values()))

@@ -53,7 +53,7 @@ from rewardlab.rewards._sql_run import (
 )
 from rewardlab.rewards._sql_text import extract_sql, has_top_level_order_by, results_equal, row_f1
 from rewardlab.rewards.text import response_text
-from rewardlab.runtime import PerSampleReward
+from rewardlab.runtime import PerSampleReward, check_runtime_options, renamed_option
 from rewardlab.types import Sample, Score, content_hash
 
 __all__ = [
@@ -89,11 +89,13 @@ class SQLExecution(PerSampleReward):
     largest weighted partial objective for a non-matching prediction. `order`: "auto" (ordered when the gold
     query has a top-level ORDER BY), "always" or "never". Execution accuracy: Yu et al. 2018 (Spider).
 
-    Limits, for the predicted query (the gold query gets `gold_time_limit`, default 5x): `time_limit` seconds,
+    Limits, for the predicted query (the gold query gets `gold_time_limit`, default 5x): `timeout` seconds,
     `max_rows` rows, `max_result_mb` MiB of result values, `max_query_chars` characters of SQL, and with
     `isolate` (default) a worker process killed at the time limit plus a grace, with SQLite's heap capped at
-    `heap_limit_mb`. A query that breaks a limit, is denied or does not parse scores 0.0 (the failing value)
-    with `info["limit"]` and/or `info["reason"]`; a bad reference or a failing gold query is an error.
+    `memory_mb` (old names `time_limit` and `heap_limit_mb` are accepted). `configure(timeout=, memory_mb=)`
+    and `--timeout`/`--memory-mb` set the same two limits. A query that breaks a limit, is denied or does not
+    parse scores 0.0 (the failing value) with `info["limit"]` and/or `info["reason"]`; a bad reference or a
+    failing gold query is an error.
     `db_root` confines `db` paths: relative ones resolve against it, and any path that resolves (links
     followed) outside it is refused like a missing file; `confine_files(root)` adds a server's root the same
     way, `confine_files(None)` refuses `db` paths. Databases built from schema + rows go to `build_dir`
@@ -104,13 +106,16 @@ class SQLExecution(PerSampleReward):
     name = "sql"
     failure_value = 0.0
 
-    def __init__(self, *, time_limit: float = 2.0, max_rows: int = 10_000, order: str = "auto",
+    def __init__(self, *, timeout: float | None = None, max_rows: int = 10_000, order: str = "auto",
                  float_digits: int = 6, partial_credit: Mapping[str, float] | None = None,
                  db_root: str | None = None, gold_time_limit: float | None = None,
                  build_dir: str | None = None, max_result_mb: float = 16.0, max_query_chars: int = 100_000,
-                 isolate: bool = True, heap_limit_mb: int = 512) -> None:
+                 isolate: bool = True, memory_mb: int | None = None, time_limit: float | None = None,
+                 heap_limit_mb: int | None = None) -> None:
+        time_limit = float(renamed_option("sql", "timeout", timeout, "time_limit", time_limit, 2.0))
+        heap_limit_mb = int(renamed_option("sql", "memory_mb", memory_mb, "heap_limit_mb", heap_limit_mb, 512))
         if time_limit <= 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
+            raise ValueError(f"sql: timeout must be > 0 seconds, got {time_limit}")
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         if order not in ("auto", "always", "never"):
@@ -120,7 +125,7 @@ class SQLExecution(PerSampleReward):
         if max_query_chars < 1:
             raise ValueError(f"max_query_chars must be >= 1, got {max_query_chars}")
         if heap_limit_mb < 8:
-            raise ValueError(f"heap_limit_mb must be >= 8, got {heap_limit_mb}")
+            raise ValueError(f"sql: memory_mb must be >= 8, got {heap_limit_mb}")
         known = {"extracted", "parses", "executes", "columns", "row_f1"}
         credit = dict(partial_credit or {})
         unknown = set(credit) - known
@@ -130,6 +135,7 @@ class SQLExecution(PerSampleReward):
             if not 0.0 <= float(weight) <= 1.0:
                 raise ValueError(f"partial_credit[{key!r}] must be in [0, 1], got {weight}")
         self.time_limit = float(time_limit)
+        self._gold_time_limit_given = gold_time_limit is not None
         self.gold_time_limit = float(gold_time_limit if gold_time_limit is not None else 5 * time_limit)
         if self.gold_time_limit <= 0:
             raise ValueError(f"gold_time_limit must be > 0 seconds, got {gold_time_limit}")
@@ -146,6 +152,21 @@ class SQLExecution(PerSampleReward):
         self.db_paths_allowed = True
         self.build_dir = build_dir
         self._gold_cache: dict[tuple[str, str], QueryResult] = {}
+
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """`timeout` and `memory_mb` are the query's own limits (its worker is killed at the time limit, SQLite's
+        heap is capped); `workers` runs samples concurrently."""
+        check_runtime_options(workers=workers, timeout=timeout, memory_mb=memory_mb)
+        if memory_mb is not None and memory_mb < 8:
+            raise ValueError(f"sql: memory_mb must be >= 8, got {memory_mb}")
+        if timeout is not None:
+            self.time_limit = float(timeout)
+            if not self._gold_time_limit_given:
+                self.gold_time_limit = 5 * self.time_limit
+        if memory_mb is not None:
+            self.heap_limit_mb = int(memory_mb)
+        if workers is not None:
+            super()._configure(workers=workers, timeout=None, memory_mb=None)
 
     def database_of(self, reference: Any) -> tuple[Path, str]:
         """The database file and gold query a reference names (building schema + rows when needed)."""

@@ -2,11 +2,13 @@
 
 from rewardlab.runtime.cache import ResultCache
 from rewardlab.runtime.function import (
+    OPTION_ALIASES,
     BatchFunctionReward,
     FunctionReward,
     PerSampleReward,
     batch_reward,
     check_runtime_options,
+    renamed_option,
     reward,
     stopped_score,
 )
@@ -21,6 +23,7 @@ from rewardlab.runtime.pool import (
 )
 
 __all__ = [
+    "OPTION_ALIASES",
     "TIMEOUT_ERROR",
     "BatchFunctionReward",
     "FunctionReward",
@@ -33,6 +36,7 @@ __all__ = [
     "batch_reward",
     "check_runtime_options",
     "end_leftover_processes",
+    "renamed_option",
     "reward",
     "run_each",
     "stopped_score",

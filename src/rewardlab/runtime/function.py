@@ -28,6 +28,25 @@ class Keep(Enum):
     KEEP = "keep"
 
 
+OPTION_ALIASES: dict[str, dict[str, str]] = {
+    "sql": {"time_limit": "timeout", "heap_limit_mb": "memory_mb"},
+    "think_format": {"partial": "partial_credit"},
+    "code": {"all_or_nothing": "partial_credit (inverted: all_or_nothing=True is partial_credit=False)"},
+}
+"""Old option names still accepted, per family, with the one name that replaced them. The names: `timeout`
+(seconds one sample may take), `workers`, `memory_mb` (memory cap of one sample), `partial_credit` (credit
+short of a full pass: a bool, or a family's weights)."""
+
+
+def renamed_option(family: str, new: str, new_value: Any, old: str, old_value: Any, default: Any) -> Any:
+    """The value of option `new`, or of its documented old name `old`; giving both is an error naming both."""
+    if new_value is not None and old_value is not None:
+        raise ValueError(f"{family}: give {new!r} or its old name {old!r}, not both")
+    if new_value is not None:
+        return new_value
+    return default if old_value is None else old_value
+
+
 def check_runtime_options(*, workers: int | None = None, timeout: float | None = None,
                           memory_mb: int | None = None, failure_value: float | Keep | None = Keep.KEEP) -> None:
     """Reject a worker count below 1, a non-positive timeout or memory cap, a non-finite failure value."""
