@@ -336,14 +336,14 @@ BUILT_IN: dict[str, tuple[object, list[AttackSample]]] = {
 BY_DESIGN: dict[tuple[str, str], str] = {
     ("length", "format_only"): "a length reward scores length only: any short answer is nearer the target than an "
                                "overlong wrong one",
+    ("retrieval", "multiple"): "the right trajectory pasted whole is a search call with its results: a loop that "
+                               "lets the policy write after </search> must pass metadata (docs/security.md)",
 }
 FINDINGS: dict[tuple[str, str], str] = {
     ("f1", "hedge"): "finding, no owner: token F1 gives partial credit to 'WRONG or GOLD' and candidate lists",
     ("f1", "multiple"): "finding, no owner: token F1 gives partial credit to a response holding the right answer "
                         "and then a wrong one",
     ("f1", "padding"): "finding, no owner: token F1 gives partial credit when the gold is glued beside a wrong answer",
-    ("retrieval", "multiple"): "finding, no owner: without metadata_key, retrieval trusts <information> blocks the "
-                               "response itself writes (the right trajectory's results, pasted before a wrong one)",
 }
 
 _LOADED: dict[str, Reward] = {}
