@@ -173,23 +173,32 @@ def _cap_memory() -> None:
         pass
 
 
-_worker_ready: list[bool] = []
+class _Comparer:
+    """The pool's function: one bounded sympy comparison per call, `(a, b, budget)` → `(equal, limit, reason)`.
+
+    It travels to a worker as a call to `_loaded_comparer`, so sympy is imported and the address space capped
+    while the worker starts (under the pool's start timeout), never inside a comparison's budget.
+    """
+
+    def __call__(self, job: tuple[Node, Node, float]) -> tuple[bool | None, str | None, str | None]:
+        a, b, budget = job
+        result = sympy_equal_here(a, b, budget, need_timer=True)
+        return result.equal, result.limit, result.reason
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _loaded_comparer, ()
 
 
-def compare_in_worker(job: tuple[Node, Node, float]) -> tuple[bool | None, str | None, str | None]:
-    """A pool worker's call: sympy imported (outside the budget) and memory capped once, then one comparison."""
-    if not _worker_ready:
-        import sympy  # noqa: F401 - an import cut short by the budget's signal would leave sympy half-loaded
+def _loaded_comparer() -> _Comparer:
+    """Run in a pool worker as it loads its function: import sympy, cap the address space, return the comparer."""
+    import sympy  # noqa: F401 - an import cut short by the budget's signal would leave sympy half-loaded
 
-        _cap_memory()
-        _worker_ready.append(True)
-    a, b, budget = job
-    result = sympy_equal_here(a, b, budget, need_timer=True)
-    return result.equal, result.limit, result.reason
+    _cap_memory()
+    return _Comparer()
 
 
 START_TIMEOUT = 30.0
-"""Seconds a new worker may take to start and load `compare_in_worker`."""
+"""Seconds a new worker may take to start, import sympy and report ready."""
 RETRY_START_AFTER = 600.0
 """After a worker failed to start, seconds before another start is tried (comparisons run in-process)."""
 _pool_lock = threading.Lock()
@@ -205,7 +214,7 @@ def _pool() -> IsolatedPool | None:
         pid = os.getpid()
         if pid not in _pools:
             _pools.clear()
-            _pools[pid] = IsolatedPool(compare_in_worker, workers=max(4, os.cpu_count() or 1),
+            _pools[pid] = IsolatedPool(_Comparer(), workers=max(4, os.cpu_count() or 1),
                                        start_timeout=START_TIMEOUT)
         return _pools[pid]
 
