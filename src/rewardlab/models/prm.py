@@ -23,7 +23,7 @@ from torch import nn
 
 from rewardlab.jsonl import dumps_strict
 from rewardlab.models.backbones import backbone_kind, ensure_pad_token, refusing_pickles, resolve_backbone
-from rewardlab.models.reward_model import quiet_transformers
+from rewardlab.models.folders import quiet_transformers
 from rewardlab.types import Sample
 
 METADATA_FILE = "rewardlab.json"
