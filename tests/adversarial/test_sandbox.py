@@ -854,3 +854,21 @@ def test_an_enclosing_cgroup_out_of_memory_is_not_the_programs_memory_limit(own_
         for child in enclosing.glob("rewardlab-*"):
             cgroups.remove(str(child))
         cgroups.remove(str(enclosing))
+
+
+def test_a_failing_job_in_run_many_does_not_stop_the_other_runs(box: Sandbox) -> None:
+    finished: list[Execution] = []
+    in_flight = threading.Event()
+
+    def fails() -> Execution:
+        in_flight.wait(10)  # the other run has started
+        raise ValueError("a job's own bug")
+
+    def sleeps() -> Execution:
+        in_flight.set()
+        finished.append(box.run_program(PYTHON, "import time\ntime.sleep(1)\nprint('done')"))
+        return finished[-1]
+
+    with pytest.raises(ValueError, match="own bug"):
+        box.run_many([fails, sleeps], workers=2)
+    assert [run.stdout for run in finished] == [b"done\n"] and finished[0].status == "ok"

@@ -293,7 +293,10 @@ class Sandbox:
         try:
             futures = [pool.submit(job) for job in jobs]
             return [future.result() for future in futures]
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, Exception):  # a job failed: the others' runs are theirs to finish
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
             # Ctrl-C or SIGTERM (raised in this thread): queued runs never start, runs in flight end within one
             # supervision tick and remove their cgroups before this returns
             self.stop()
