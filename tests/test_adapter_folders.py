@@ -217,3 +217,72 @@ def test_rm_on_an_adapter_folder_conforms(runs: dict[str, dict[str, Path]]) -> N
     reward = rewardlab.load({"rm": {"path": str(runs["bert"]["adapter"]), "batch_size": 2}})
     report = check_reward(reward, SAMPLES, hostile=False)  # hostile text: the rm: conformance case covers it
     assert {"batch_size", "order", "pickle"} <= set(report.passed)
+
+
+# ---------------------------------------------------------------- issue 23: card leftovers and old folders
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_resaving_a_model_loaded_from_an_adapter_folder_drops_the_adapter_keys(
+    runs: dict[str, dict[str, Path]], name: str, tmp_path: Path
+) -> None:
+    from rewardlab.models.folders import ADAPTER_CARD_KEYS
+
+    adapter = runs[name]["adapter"]
+    assert set(ADAPTER_CARD_KEYS) <= set(json.loads((adapter / "rewardlab.json").read_text()))
+    model = RewardModel.from_pretrained(adapter)
+    saved = model.save_pretrained(tmp_path / "resaved")
+    written = json.loads((saved / "rewardlab.json").read_text())
+    assert not set(ADAPTER_CARD_KEYS) & set(written) and written["layout"] != "lora_adapter"
+    assert not set(ADAPTER_CARD_KEYS) & set(model.card.extra)
+    assert written["backbone"] == json.loads((adapter / "rewardlab.json").read_text())["backbone"]
+    assert values(f"rm:{saved}") == pytest.approx(values(f"rm:{adapter}"), abs=1e-5)
+
+
+def _make_old(folder: Path) -> None:
+    """Undo what the current writer adds: the refusing config.json, the absolute base in both files, adapter_files."""
+    (folder / "config.json").unlink()
+    card = json.loads((folder / "rewardlab.json").read_text())
+    relative = os.path.relpath(card["base_model"])
+    card.update(base_model=relative, format_version=0)
+    card.pop("adapter_files")
+    (folder / "rewardlab.json").write_text(json.dumps(card), encoding="utf-8")
+    adapter = json.loads((folder / "adapter_config.json").read_text())
+    adapter["base_model_name_or_path"] = relative
+    (folder / "adapter_config.json").write_text(json.dumps(adapter), encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_models_upgrade_rewrites_an_old_adapter_folder(runs: dict[str, dict[str, Path]], name: str,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from transformers import AutoModelForSequenceClassification
+
+    from rewardlab.cli import main
+
+    current = runs[name]["adapter"]
+    old = tmp_path / "old"
+    shutil.copytree(current, old)
+    _make_old(old)
+    with pytest.raises(SpecError, match=r"config\.json"):  # rm: refuses it; transformers: base + random head
+        rewardlab.load(f"rm:{old}")
+    assert main(["models", "upgrade", str(old)]) == 0
+    said = "".join(capsys.readouterr())
+    assert "config.json" in said and "base_model" in said and "adapter_files" in said
+    for auto in (AutoModelForSequenceClassification,):
+        with pytest.raises((ValueError, KeyError), match="rewardlab"):
+            auto.from_pretrained(str(old))
+    card = json.loads((old / "rewardlab.json").read_text())
+    assert Path(card["base_model"]).is_absolute() and card["adapter_files"]
+    assert json.loads((old / "adapter_config.json").read_text())["base_model_name_or_path"] == card["base_model"]
+    assert values(f"rm:{old}") == pytest.approx(values(f"rm:{current}"), abs=1e-6)
+    assert main(["models", "upgrade", str(old)]) == 0  # a current folder is left as it is
+    assert "already current" in "".join(capsys.readouterr())
+
+
+def test_models_upgrade_refuses_what_is_not_an_adapter_folder(runs: dict[str, dict[str, Path]], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from rewardlab.cli import main
+
+    assert main(["models", "upgrade", str(runs["bert"]["merged"])]) == 1
+    assert "only adapter-only folders" in "".join(capsys.readouterr())
+    assert main(["models", "upgrade", str(tmp_path / "missing")]) == 1
