@@ -437,3 +437,17 @@ def test_eval_probes_a_pairwise_judge_through_its_verdicts(model: str, tmp_path:
         assert got["n_scored"] == 4 and got["n_missing"] == 0
         for key in ("mean_abs_change", "flip_rate", "accuracy_after"):
             assert got[key] == pytest.approx(expected[key], abs=1e-5), (name, key)
+
+
+def test_the_contract_names_model_template_and_objectives_never_the_api_key(model: str, tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/v1"
+    remote = rewardlab.load({f"judge:{url}": {"api_key": "sk-secret", "model": "m1"}})
+    assert "sk-secret" not in json.dumps(remote.config()) and remote.config()["backend"]["model"] == "m1"
+    others = [rewardlab.load({f"judge:{url}": {"model": "m2"}}),
+              rewardlab.load({f"judge:{url}": {"model": "m1", "template": "pointwise-v1"}}),
+              rewardlab.load({"judge:http://127.0.0.1:10/v1": {"model": "m1"}})]
+    assert len({remote.fingerprint(), *(o.fingerprint() for o in others)}) == 4
+    assert rewardlab.load({f"judge:{url}": {"model": "m1", "api_key": "other"}}).fingerprint() == remote.fingerprint()
+    assert load(model, mode="pairwise").contract().objectives == ("as_first", "as_second")
+    checklist = load(model, mode="checklist", criteria=[{"name": "right", "criterion": "Is it right?"}, "Short?"])
+    assert checklist.objective_names() == ("right", "Short?") and load(model).objective_names() == ()

@@ -188,6 +188,10 @@ class HFBackend:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    def describe(self) -> dict[str, Any]:
+        """What identifies this judge's answers: the model folder and how it runs."""
+        return {"kind": "hf", "path": self.path, "precision": self.precision, "max_length": self.max_length}
+
     def close(self) -> None:
         """Free the model (reloaded on next use)."""
         self._model = None
@@ -385,6 +389,10 @@ class OpenAIBackend:
         self.__dict__.update(state)
         self._bucket = TokenBucket(self.rate, self.burst)
         self._slots = threading.BoundedSemaphore(self.concurrency)
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies this judge's answers: the endpoint and model (never the API key)."""
+        return {"kind": "openai", "url": self.url, "model": self.model_name, "top_logprobs": self.top_logprobs}
 
     def set_timeout(self, timeout: float) -> None:
         """Make `timeout` seconds the total deadline of every later request (`Reward.configure(timeout=...)`)."""

@@ -182,6 +182,25 @@ class JudgeReward(Reward):
         """Free the local model or close the HTTP pool."""
         self.backend.close()
 
+    def objective_names(self) -> tuple[str, ...]:
+        """Pairwise: `as_first`, `as_second`; a checklist with fixed criteria: their names (criteria read from each
+        reference or written by the judge are known only per sample)."""
+        if self.mode == "pairwise":
+            return ("as_first", "as_second")
+        if self.mode == "checklist" and self.criteria_from == "option" and self.criteria is not None:
+            return tuple(name for name, _, _ in self.criteria)
+        return ()
+
+    def config(self) -> dict[str, Any]:
+        """Plain configuration: the templates by name and hash, the backend by what changes its answers (model,
+        endpoint, precision; never its API key or runtime limits)."""
+        config = {k: v for k, v in super().config().items() if k not in ("honours", "backend")}
+        config["template"] = {"name": self.template.name, "sha256": self.template.sha256}
+        config["criteria_template"] = {"name": self.criteria_template.name,
+                                       "sha256": self.criteria_template.sha256}
+        config["backend"] = self.backend.describe()
+        return config
+
     def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
         """`timeout`: the total deadline of each request to the judge endpoint, retries and back-off included."""
         if timeout is not None and isinstance(self.backend, OpenAIBackend):
