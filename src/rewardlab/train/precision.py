@@ -145,11 +145,12 @@ def autocast_factory(device: torch.device, use_bf16: bool) -> Callable[[], conte
 class OwnedAcceleratorState:
     """accelerate's process-wide state taken over for one run and given back at `release()`.
 
-    `claim()` looks at what an earlier `Accelerator` left behind (its mixed precision, its gradient-accumulation
-    settings): when they differ from `mixed_precision`, it sets them aside and clears the singletons (the process
+    `claim()` copies what an earlier `Accelerator` left behind (its mixed precision, its gradient-accumulation
+    settings); when its mixed precision differs from `mixed_precision`, it clears the singletons (the process
     group and device, `PartialState`, are kept), so the run's own `Accelerator(mixed_precision=...)` is built
-    fresh; `release()` restores exactly what was there before. Under DeepSpeed the precision comes from the
-    DeepSpeed config and accelerate never compares it, so nothing is set aside.
+    fresh. `release()` restores exactly what was there before the run (nothing, when there was nothing: a later
+    trainer then builds its own). Under DeepSpeed the precision comes from the DeepSpeed config and accelerate
+    never compares it, so the state is left alone.
     """
 
     def __init__(self, mixed_precision: str = ACCELERATE_MIXED_PRECISION) -> None:
@@ -163,6 +164,9 @@ class OwnedAcceleratorState:
         from accelerate.state import AcceleratorState, DistributedType, GradientState
 
         shared = AcceleratorState._shared_state
+        if shared and shared.get("distributed_type") == DistributedType.DEEPSPEED:
+            return None
+        self._saved = (dict(shared), dict(GradientState._shared_state))
         existing = shared.get("_mixed_precision") if shared else None
         launcher = os.environ.get("ACCELERATE_MIXED_PRECISION")
         if existing is None:
@@ -172,9 +176,8 @@ class OwnedAcceleratorState:
                             "its own TrainConfig.precision and builds its Accelerator with mixed_precision=%r",
                             launcher, self.mixed_precision)
             return self.replaced
-        if existing == self.mixed_precision or shared.get("distributed_type") == DistributedType.DEEPSPEED:
+        if existing == self.mixed_precision:
             return None
-        self._saved = (dict(shared), dict(GradientState._shared_state))
         AcceleratorState._reset_state(reset_partial_state=False)
         GradientState._reset_state()
         self.replaced = str(existing)
@@ -185,7 +188,7 @@ class OwnedAcceleratorState:
         return self.replaced
 
     def release(self) -> None:
-        """Put back the state `claim()` set aside (nothing when it set nothing aside)."""
+        """Put back accelerate's state as `claim()` found it (nothing under DeepSpeed)."""
         if self._saved is None:
             return
         from accelerate.state import AcceleratorState, GradientState

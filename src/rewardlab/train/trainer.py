@@ -469,6 +469,11 @@ class RewardTrainer:
         if metrics is None:
             metrics = self.metrics(self.evaluate())
         staging = self._write_final(metrics)
+        log_path = self.output / CHECKPOINT_DIR / LOG_FILE
+        if self.main and not log_path.exists():  # driven by hand, without train(): the log says how it ended
+            log = TrainLog(log_path, True, append=False)
+            log.write({"event": "end", **{k: v for k, v in metrics.items() if k != "load"}})
+            log.close()
         self.accelerator.wait_for_everyone()
         self._publish(staging)
         self.accelerator.wait_for_everyone()
