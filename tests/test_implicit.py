@@ -110,3 +110,12 @@ def test_bad_options_and_mismatched_tokenizers(models: tuple[str, str], tmp_path
     assert isinstance(reward, ImplicitReward)
     (score,) = reward.score([Sample(prompt="q", response="a")])
     assert score.error is not None and "tokenizers differ" in score.error
+
+
+def test_a_timeout_is_refused_naming_the_family(models: tuple[str, str]) -> None:
+    from rewardlab.types import LimitNotHonouredError
+
+    reward = rewardlab.load(f"implicit:{models[0]}")
+    assert reward.honours == frozenset()
+    with pytest.raises(LimitNotHonouredError, match=r"reward 'implicit' cannot honour timeout \(--timeout\)"):
+        reward.configure(timeout=5.0)

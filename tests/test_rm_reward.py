@@ -267,3 +267,16 @@ def test_real_hh_dialogues_score_consistently(rm_folders: dict[str, str], shared
     scores = reward.score(samples)
     assert all(s.error is None for s in scores)
     assert any(s.info["truncated"] for s in scores) and all(s.info["tokens"] <= 64 for s in scores)
+
+
+@pytest.mark.parametrize("limits", [{"timeout": 5.0}, {"workers": 2}, {"memory_mb": 512}])
+def test_limits_rm_cannot_bound_are_refused_naming_the_family(rm_folders: dict[str, str],
+                                                              limits: dict[str, Any]) -> None:
+    from rewardlab.types import LimitNotHonouredError
+
+    reward = rewardlab.load(f"rm:{rm_folders['bert']}")
+    assert reward.honours == frozenset()
+    limit = next(iter(limits))
+    flag = "--" + limit.replace("_", "-")
+    with pytest.raises(LimitNotHonouredError, match=rf"reward 'rm' cannot honour {limit} \({flag}\)"):
+        reward.configure(**limits)

@@ -184,3 +184,13 @@ def test_cli_score_end_to_end(tmp_path: Path) -> None:
         scored = [json.loads(line)["score"] for line in out.read_text().splitlines()]
         assert math.isclose(scored[0]["value"], 1.0, abs_tol=1e-4)
         assert scored[1]["value"] < 0.5 and scored[2]["value"] is None and scored[2]["error"] is None
+
+
+@pytest.mark.parametrize("name", ["semantic", "bertscore", "diversity"])
+def test_a_timeout_is_refused_naming_the_family(name: str) -> None:
+    from rewardlab.types import LimitNotHonouredError
+
+    reward = rewardlab.load(name)
+    assert reward.honours == frozenset()
+    with pytest.raises(LimitNotHonouredError, match=rf"reward '{name}' cannot honour timeout \(--timeout\)"):
+        reward.configure(timeout=5.0)

@@ -163,3 +163,12 @@ def test_any_steps_keep_the_prompt_floor_and_no_control_id_from_text(
     assert len(full) - encoded.prompt_tokens_dropped >= min(len(full), prompt_floor(max_length - 2))
     specials = special_ids(bert_tokenizer)
     assert sum(i in specials for i in encoded.input_ids) == 2  # [CLS] ... [SEP], nothing from the text
+
+
+def test_a_timeout_is_refused_naming_the_family(prm_spec: str) -> None:
+    from rewardlab.types import LimitNotHonouredError
+
+    reward = rewardlab.load(prm_spec)
+    assert reward.honours == frozenset()
+    with pytest.raises(LimitNotHonouredError, match=r"reward 'prm' cannot honour timeout \(--timeout\)"):
+        reward.configure(timeout=5.0)
