@@ -140,7 +140,7 @@ def run_train(args: argparse.Namespace) -> int:
         console.print(
             f"trained on {metrics['pairs_used']} {_unit(config.objective)} "
             f"({metrics['truncated_train_pairs']} truncated, none dropped) "
-            f"in {metrics['train_seconds']:.1f} s, {metrics['train_pairs_per_s']:.1f} pairs/s; "
+            f"in {metrics['train_seconds']:.1f} s, {metrics['train_pairs_per_s']:.1f} pairs/s, {metrics['precision']}; "
             f"held-out accuracy {shown}"
         )
     stdout.print(f"model: {result.output_dir}", highlight=False)
