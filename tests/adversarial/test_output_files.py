@@ -163,17 +163,21 @@ def test_score_cli_refuses_a_planted_link_in_one_line(shared: Path, victim: Path
     assert "Traceback" not in done.stderr
 
 
-_TREE = Path(__import__("tempfile").mkdtemp(prefix="rewardlab-resolve-"))
-(_TREE / "a" / "b").mkdir(parents=True)
-(_TREE / "link_up").symlink_to("a")  # relative
-(_TREE / "a" / "to_b").symlink_to(_TREE / "a" / "b")  # absolute
-(_TREE / "a" / "b" / "back").symlink_to("../..")
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folders and our own links: relative, absolute, and one leading back up."""
+    root = tmp_path_factory.mktemp("resolve")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "link_up").symlink_to("a")
+    (root / "a" / "to_b").symlink_to(root / "a" / "b")
+    (root / "a" / "b" / "back").symlink_to("../..")
+    return root
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["a", "b", "link_up", "to_b", "back", "..", ".", "new"]), min_size=1, max_size=8))
-def test_resolving_our_own_links_agrees_with_realpath(parts: list[str]) -> None:
-    path = _TREE.joinpath(*parts)
+def test_resolving_our_own_links_agrees_with_realpath(tree: Path, parts: list[str]) -> None:
+    path = tree.joinpath(*parts)
     assert resolve_output(path) == Path(os.path.realpath(path)), path
 
 
