@@ -78,7 +78,7 @@ def test_assert_tests_score_the_fraction_passed(code: CodeExecution) -> None:
 
 
 def test_all_or_nothing_gives_zero_unless_every_test_passes() -> None:
-    strict = CodeExecution(all_or_nothing=True, **FAST)  # type: ignore[arg-type]
+    strict = CodeExecution(partial_credit=False, **FAST)  # type: ignore[arg-type]
     half = Sample(response="def f(x): return 1", reference={"tests": ["assert f(0) == 1", "assert f(1) == 2"]})
     full = Sample(response="def f(x): return x + 1", reference={"tests": ["assert f(0) == 1", "assert f(1) == 2"]})
     assert [s.value for s in strict.score([half, full])] == [0.0, 1.0]

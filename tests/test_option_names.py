@@ -45,3 +45,15 @@ def test_every_alias_is_documented_with_its_replacement() -> None:
     assert renamed_option("f", "new", None, "old", None, 3) == 3
     assert renamed_option("f", "new", 0, "old", None, 3) == 0  # a falsy value given under the new name wins
     assert renamed_option("f", "new", None, "old", 5, 3) == 5
+
+
+def test_code_partial_credit_and_the_inverted_old_name() -> None:
+    from rewardlab.rewards.code import CodeExecution
+
+    assert CodeExecution().partial_credit is True
+    assert CodeExecution(partial_credit=False).partial_credit is False
+    assert CodeExecution(all_or_nothing=True).partial_credit is False   # the old name, inverted
+    assert CodeExecution(all_or_nothing=False).partial_credit is True
+    assert CodeExecution(partial_credit=False).fingerprint() == CodeExecution(all_or_nothing=True).fingerprint()
+    with pytest.raises(ValueError, match="not both"):
+        CodeExecution(partial_credit=True, all_or_nothing=True)

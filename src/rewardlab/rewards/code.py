@@ -12,7 +12,7 @@ The reference holds tests in one of three shapes:
   stdout is compared with whitespace normalised (APPS / CodeContests style, Hendrycks et al. 2021);
 - APPS / TACO's own `{"inputs": [...], "outputs": [...], "fn_name"?: "f"}`: stdin/stdout cases, or split calls
   of `fn_name` (APPS's rule: the result may equal `outputs[i]` or `outputs[i][0]`).
-The value is the fraction of tests passed (`all_or_nothing=True`: 1.0 only when all pass). A limit hit by the
+The value is the fraction of tests passed (`partial_credit=False`: 1.0 only when all pass). A limit hit by the
 program (time, memory, processes, output, file size) or a harness that could not vouch for the run scores 0.0,
 with `info["limit"]` / `info["reason"]`; `Score.error` is kept for malformed references and sandbox failures.
 Every execution is a separate sandboxed process tree (`rewardlab.runtime.sandbox`); the program runs in a child
@@ -46,7 +46,7 @@ from rewardlab.rewards._code_verdict import (
     read_verdict,
     stderr_tail,
 )
-from rewardlab.runtime.function import check_runtime_options
+from rewardlab.runtime.function import check_runtime_options, renamed_option
 from rewardlab.runtime.sandbox import LANGUAGES, PYTHON, SANDBOX_FAILURE, Execution, Limits, MiB, NamespaceMode, Sandbox
 from rewardlab.types import Reward, Sample, Score
 
@@ -81,7 +81,8 @@ def normalize_output(text: str) -> list[str]:
 class CodeExecution(Reward):
     """Fraction of the reference's tests a model-written program passes, run in a sandbox (see docs/code.md).
 
-    Options: `language` ("python", or "bash" for io tests), `all_or_nothing`, `timeout` (wall seconds per
+    Options: `language` ("python", or "bash" for io tests), `partial_credit` (default True: the fraction
+    passed; False: all or nothing; the old `all_or_nothing=True` is `partial_credit=False`), `timeout` (wall seconds per
     execution), `cpu_seconds`, `memory_mb` (address space), `output_mb` (stdout + stderr captured), `file_size_mb`,
     `max_processes`, `result_mb` (largest result of one call test), `workers` (executions at a time),
     `namespaces` ("auto" | "require" | "off"), `extract` (take the last ```python block), `split` (compare
@@ -96,7 +97,8 @@ class CodeExecution(Reward):
         self,
         *,
         language: str = "python",
-        all_or_nothing: bool = False,
+        partial_credit: bool | None = None,
+        all_or_nothing: bool | None = None,
         timeout: float = 10.0,
         cpu_seconds: float = 4.0,
         memory_mb: float = 1024,
@@ -114,7 +116,9 @@ class CodeExecution(Reward):
         if not result_mb > 0:
             raise ValueError(f"code: result_mb must be > 0, got {result_mb!r}")
         self.language = language
-        self.all_or_nothing = all_or_nothing
+        inverted = None if all_or_nothing is None else not all_or_nothing
+        self.partial_credit = bool(renamed_option("code", "partial_credit", partial_credit, "all_or_nothing", inverted,
+                                                  True))
         self.extract = extract
         self.split = split
         self.result_bytes = int(result_mb * MiB)
@@ -240,7 +244,7 @@ class CodeExecution(Reward):
         }
 
     def _value(self, passed: int, total: int) -> float:
-        return float(passed == total) if self.all_or_nothing else passed / total
+        return passed / total if self.partial_credit else float(passed == total)
 
     @staticmethod
     def _failing(info: dict[str, Any], *, reason: str, limit: str | None = None) -> Score:
