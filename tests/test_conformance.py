@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import rewardlab
-from rewardlab.testing import check_reward
+from rewardlab.testing import CHECKS, check_reward
 from tests import conformance_cases
 
 Case = tuple[Any, ...]  # (spec, samples) or (spec, samples, check_reward keyword options)
@@ -49,6 +49,8 @@ def test_registered_reward_conforms(name: str) -> None:
     finally:
         reward.close()
     assert "hostile" in report.passed and "pickle" in report.passed
+    assert set(report.passed) | set(report.skipped) == {check.name for check in CHECKS}
+    assert "contract" in report.passed and "none_and_errors" in report.passed
 
 
 @pytest.mark.parametrize("name", sorted(COMPOSITES))
@@ -56,4 +58,4 @@ def test_combinator_conforms(name: str) -> None:
     spec, samples = COMPOSITES[name]
     reward = rewardlab.load(spec)
     report = check_reward(reward, samples)
-    assert {"order", "determinism", "async", "pickle", "hostile"} <= set(report.passed)
+    assert {"order", "determinism", "async", "pickle", "hostile", "none_and_errors", "contract"} <= set(report.passed)
