@@ -1,8 +1,9 @@
 """`redistribute` — a learned reward model's score spread over the response as dense credit (`Score.spans`).
 
-Spec: `{"redistribute": {"reward": "rm:PATH", "method": "attention" | "gradient" | "occlusion"}}`. The value is the
-`rm:` score itself (unchanged, so a composite sees the same number); `spans` holds `(start, end, credit)` over the
-response's characters and the credits sum to the value (up to float rounding: `rewardlab.dense`). `Score.steps`
+Spec: `{"redistribute": {"reward": "rm:PATH", "method": "attention" | "gradient" | "occlusion"}}`, or
+`{"redistribute": {"reward": "implicit:POLICY", "method": "log_ratio"}}`. The value is the inner score itself
+(unchanged, so a composite sees the same number); `spans` holds `(start, end, credit)` over the response's
+characters and the credits sum to the value (up to float rounding: `rewardlab.dense`). `Score.steps`
 holds the credit summed per step (steps as `prm:` cuts them: `Sample.steps`, else blank lines).
 
 Methods and their cost, per sample, on top of the `rm:` score (one batched forward pass):
@@ -15,6 +16,10 @@ Methods and their cost, per sample, on top of the `rm:` score (one batched forwa
   (and the integration error) is spread evenly over the tokens, so the sum is exact.
 - `occlusion`: leave-one-span-out: the score minus the score with one step removed, for each step: one forward
   pass per step (batched). Signed, per step rather than per token; the residual is spread evenly over the steps.
+  Works with any reward, not only `rm:` (a checker, a judge: one call per step).
+- `log_ratio` (for `implicit:` only): the implicit reward's own per-token terms β·(log π − log π_ref), the
+  PRIME-style implicit process reward (Cui et al. 2025); exact by construction, the end-of-sequence token's term at
+  the response's end. One unbatched forward pass per model per sample on top of the batched score.
 
 Failure semantics are the `rm:` reward's: no failing value (`failure_value` None); a sample that `rm:` cannot
 score keeps its error, with no spans.
@@ -28,10 +33,11 @@ from typing import Any
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.dense import exact_split, residual_split, spans_from_credits, step_bounds, step_values
 from rewardlab.registry import load, register
+from rewardlab.rewards.implicit import ImplicitReward
 from rewardlab.rewards.model import ModelReward
 from rewardlab.types import Reward, Sample, Score
 
-METHODS = ("attention", "gradient", "occlusion")
+METHODS = ("attention", "gradient", "occlusion", "log_ratio")
 
 
 @register("redistribute")
@@ -51,8 +57,10 @@ class RedistributeReward(Reward):
         if not isinstance(ig_steps, int) or isinstance(ig_steps, bool) or ig_steps < 1:
             raise ValueError(f"ig_steps must be an integer >= 1, got {ig_steps!r}")
         inner = load(reward)
-        if not isinstance(inner, ModelReward):
-            raise ValueError(f"redistribute needs a learned reward model (an 'rm:PATH' spec), got {inner.name!r}")
+        if method in ("attention", "gradient") and not isinstance(inner, ModelReward):
+            raise ValueError(f"method {method!r} needs a learned reward model (an 'rm:PATH' spec), got {inner.name!r}")
+        if method == "log_ratio" and not isinstance(inner, ImplicitReward):
+            raise ValueError(f"method 'log_ratio' needs an implicit reward ('implicit:POLICY'), got {inner.name!r}")
         self.reward = inner
         self.method = method
         self.ig_steps = ig_steps
@@ -73,6 +81,8 @@ class RedistributeReward(Reward):
         return self.reward.objective_names()
 
     def _model(self) -> Any:
+        if not isinstance(self.reward, ModelReward):
+            return None
         model = self.reward._load()
         if self.method == "attention" and getattr(model.backbone.config, "_attn_implementation", "eager") != "eager":
             model.backbone.set_attn_implementation("eager")
@@ -117,7 +127,14 @@ class RedistributeReward(Reward):
         end = [(len(response), len(response), float(value))]
         if self.method == "occlusion":
             return self._occlusion(model, sample, response, value) or end
+        if self.method == "log_ratio":
+            from rewardlab.rewards._dense_implicit import token_log_ratios
+
+            assert isinstance(self.reward, ImplicitReward)
+            terms, offsets = token_log_ratios(self.reward, sample)
+            return spans_from_credits(residual_split(value, terms), offsets) if terms else end
         prompt = "" if sample.prompt is None else sample.prompt
+        assert isinstance(self.reward, ModelReward)
         item = encode_sample(model.tokenizer, prompt, response, max_length=self.reward.max_length,
                              truncation=self.reward.truncation)
         located = locate_response(model.tokenizer, response, item.input_ids, item.response_tokens)
@@ -130,7 +147,7 @@ class RedistributeReward(Reward):
         else:
             raw = integrated_gradients(model, item.input_ids, item.token_type_ids, positions, self.ig_steps)
             scale = 1.0
-            if self.reward.normalize:
+            if isinstance(self.reward, ModelReward) and self.reward.normalize:
                 scale = 1.0 / self.reward.mean_std()[1]
             credits = residual_split(value, [a * scale for a in raw])
         return spans_from_credits(credits, located.offsets)
