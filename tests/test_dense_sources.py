@@ -133,7 +133,8 @@ def test_implicit_log_ratios_sum_to_the_implicit_reward(llama: str, tmp_path: Pa
     from transformers import AutoTokenizer
 
     AutoTokenizer.from_pretrained(llama).save_pretrained(reference)
-    samples = [Sample(prompt="What is 2 + 2?", response="2 + 2 = 4.\n\nThe answer is 4."), Sample(prompt="x", response="")]
+    samples = [Sample(prompt="What is 2 + 2?", response="2 + 2 = 4.\n\nThe answer is 4."),
+               Sample(prompt="x", response="")]
     spec = {f"implicit:{llama}": {"reference": str(reference), "beta": 0.5}}
     plain = rewardlab.load(spec).score(samples)
     dense = rewardlab.load({"redistribute": {"reward": spec, "method": "log_ratio"}}).score(samples)
