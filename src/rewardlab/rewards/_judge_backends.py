@@ -86,10 +86,11 @@ def smollm2_folder() -> str:
     if (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file():
         return str(folder)
     require_modules("smollm2 (reading its GGUF file once)", "torch", "transformers", "accelerate", "gguf")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=gguf.name, trust_remote_code=False)
-    quantized = AutoModelForCausalLM.from_pretrained(str(package), gguf_file=gguf.name, trust_remote_code=False)
+    from rewardlab.models.causal_lm import load_causal_lm
+
+    quantized, tokenizer = load_causal_lm(package, gguf_file=gguf.name, pad_with_eos=False)
     config = quantized.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -201,18 +202,10 @@ class HFBackend:
         """The model and tokenizer, loaded on first use."""
         with self._lock:
             if self._model is None:
-                import torch
-                from transformers import AutoModelForCausalLM, AutoTokenizer
+                from rewardlab.models.causal_lm import load_causal_lm
 
-                tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
-                if tokenizer.pad_token is None:
-                    tokenizer.pad_token = tokenizer.eos_token
-                tokenizer.padding_side = "left"
-                model: Any = AutoModelForCausalLM.from_pretrained(
-                    self.path, dtype=torch.float32, trust_remote_code=False
-                )
-                model = model.to(self.device).eval()
-                self._tokenizer, self._model = tokenizer, model
+                self._model, self._tokenizer = load_causal_lm(self.path, device=self.device, torch_dtype="float32",
+                                                              padding_side="left")
             return self._model, self._tokenizer
 
     def render(self, conversation: Conversation) -> str:

@@ -18,7 +18,6 @@ a reference the ratio cancels most of it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
@@ -36,7 +35,9 @@ def _clean(text: str) -> str:
 def _folder(path: str, what: str) -> str:
     if path == SMOLLM2_NAME:
         return smollm2_folder()
-    folder = Path(str(path)).expanduser()
+    from rewardlab.models.backbones import resolve_model_folder
+
+    folder = resolve_model_folder(str(path), what=f"implicit: {what}")
     if not (folder / "config.json").is_file():
         raise ValueError(f"implicit: {what} {str(path)!r} is not a Hugging Face model folder (no config.json)")
     return str(folder)
@@ -80,23 +81,18 @@ class ImplicitReward(HeldState, Reward):
     def _load(self) -> tuple[Any, dict[str, Any]]:
         with self._lock:
             if not self._models:
-                import torch
-                from transformers import AutoModelForCausalLM, AutoTokenizer
+                from rewardlab.models.causal_lm import load_causal_lm
 
-                tokenizer = AutoTokenizer.from_pretrained(self.policy_path, trust_remote_code=False)
                 paths = {"policy": self.policy_path}
                 if self.reference_path is not None:
                     paths["reference"] = self.reference_path
-                    other = AutoTokenizer.from_pretrained(self.reference_path, trust_remote_code=False)
-                    if other.get_vocab() != tokenizer.get_vocab():
-                        raise ValueError(f"implicit: the policy ({self.policy_path}) and the reference "
-                                         f"({self.reference_path}) tokenizers differ; they must share a vocabulary")
-                models = {}
+                models, tokenizers = {}, {}
                 for role, path in paths.items():
-                    model: Any = AutoModelForCausalLM.from_pretrained(
-                        path, dtype=torch.float32, trust_remote_code=False
-                    )
-                    models[role] = model.to(self.device).eval()
+                    models[role], tokenizers[role] = load_causal_lm(path, device=self.device, torch_dtype="float32")
+                tokenizer = tokenizers["policy"]
+                if "reference" in tokenizers and tokenizers["reference"].get_vocab() != tokenizer.get_vocab():
+                    raise ValueError(f"implicit: the policy ({self.policy_path}) and the reference "
+                                     f"({self.reference_path}) tokenizers differ; they must share a vocabulary")
                 self._tokenizer, self._models = tokenizer, models
             return self._tokenizer, self._models
 
@@ -164,9 +160,10 @@ class ImplicitReward(HeldState, Reward):
                 scores[i] = Score.failure("the tokenizer has no end-of-sequence token and the response is empty")
                 continue
             encoded.append((i, ids, n, truncated))
-        encoded.sort(key=lambda row: len(row[1]))
-        for start in range(0, len(encoded), self.batch_size):
-            chunk = encoded[start:start + self.batch_size]
+        from rewardlab.runtime.batching import plan_batches
+
+        for batch in plan_batches([len(row[1]) for row in encoded], batch_size=self.batch_size, group_by_length=True):
+            chunk = [encoded[j] for j in batch]
             rows = [(ids, n) for _, ids, n, _ in chunk]
             logps = {role: self._logps(model, rows, pad) for role, model in models.items()}
             for k, (i, _, n, truncated) in enumerate(chunk):

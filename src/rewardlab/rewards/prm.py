@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
@@ -64,9 +63,10 @@ class ProcessReward(HeldState, Reward):
 
     def __init__(self, path: str, *, aggregate: str = "min", step_format: str = "blank-line", batch_size: int = 16,
                  max_length: int | None = None, device: str = "auto") -> None:
+        from rewardlab.models.backbones import resolve_model_folder
         from rewardlab.models.prm import step_format as resolve_format
 
-        folder = Path(str(path)).expanduser()
+        folder = resolve_model_folder(str(path), what="prm: process reward model")
         if not (folder / "config.json").is_file():
             raise ValueError(f"prm: {str(path)!r} is not a saved PRM folder (no config.json)")
         if aggregate not in AGGREGATIONS:

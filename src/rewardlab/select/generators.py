@@ -59,19 +59,12 @@ class HFGenerator:
         gguf_file: str | None = None, use_chat_template: bool = True, torch_dtype: Any = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rewardlab.models.causal_lm import load_causal_lm
 
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        options: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **options)
-        if torch_dtype is not None:
-            options["dtype"] = torch_dtype
-        model: Any = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False, **options)
-        self.model = model.to(device)
-        self.model.eval()
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model, self.tokenizer = load_causal_lm(path, device=device, torch_dtype=torch_dtype, gguf_file=gguf_file)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.device = device
