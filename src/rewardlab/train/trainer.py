@@ -28,29 +28,25 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewardlab.jsonl import dumps_strict
 from rewardlab.models.freezing import transformer_layers
-from rewardlab.train.callbacks import Callback, EarlyStopping, LoggingCallback, TrainerState
+from rewardlab.train.callbacks import Callback, TrainerState
 from rewardlab.train.card import ADAPTER_FILES, model_card, model_metadata, save_adapter
 from rewardlab.train.checkpoints import (
     CHECKPOINT_DIR,
     FINAL_DIR,
     LOG_FILE,
     METRICS_FILE,
-    data_fingerprint,
     discard_unfinished_run,
-    list_checkpoints,
-    load_checkpoint,
     load_tensor_file,
     publish_run,
-    resume_key,
-    save_checkpoint,
 )
 from rewardlab.train.config import TrainConfig
+from rewardlab.train.environment import TRACKERS_DIR, check_trackers, cpu_threads
+from rewardlab.train.loop import TrainingInterrupted, TrainResult, run_training
 from rewardlab.train.pairs import (
     EncodedPairs,
     encode_pairs,
@@ -70,7 +66,7 @@ from rewardlab.train.presets import RECIPE_FIELDS, resolve_pooling, resolve_reci
 from rewardlab.train.recipe import apply_recipe, backbone_facts, build_model, make_objective, read_backbone_kind
 from rewardlab.train.recipe import apply_recipe as _apply_recipe  # the name tests and older code import
 from rewardlab.train.run_data import RunData, load_run_data
-from rewardlab.train.run_log import TrainLog, iter_log, progress
+from rewardlab.train.run_log import TrainLog, iter_log
 from rewardlab.types import PreferencePair, RankedResponses, StepRow
 
 __all__ = [
@@ -79,45 +75,6 @@ __all__ = [
     "held_out_accuracy_sums", "iter_log", "load_tensor_file", "pair_batches", "schedule_factor", "split_batch",
     "train_reward_model", "transformer_layers",
 ]
-
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "comet_ml": "comet_ml",
-                    "aim": "aim", "clearml": "clearml", "dvclive": "dvclive", "swanlab": "swanlab",
-                    "trackio": "trackio"}
-"""The package each accelerate tracker needs."""
-TRACKERS_DIR = "trackers"
-
-
-class TrainingInterrupted(RuntimeError):
-    """Raised by the `stop_after_steps` hook: the run stopped as if killed after that step (for resume tests)."""
-
-
-@dataclass
-class TrainResult:
-    """What `train_reward_model` returns: where the model and log are, the measured metrics, the resolved config."""
-
-    output_dir: Path
-    metrics: dict[str, Any]
-    log_path: Path
-    config: TrainConfig = field(default_factory=TrainConfig)
-
-
-def cpu_threads(processes: int) -> int:
-    """torch threads per process: the free cores divided by the processes (at least 1).
-
-    Free = cores this process may run on minus the load average of the last minute (other jobs): on a busy
-    machine, more threads than free cores make OpenMP's spinning workers fight for the same cores and run
-    several times slower than one thread.
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    free = cores - busy if busy > 0.5 else cores
-    return max(1, int(free // max(1, processes)))
 
 
 def schedule_factor(step: int, total: int, warmup: int, kind: str) -> float:
@@ -131,22 +88,6 @@ def schedule_factor(step: int, total: int, warmup: int, kind: str) -> float:
     if kind == "linear":
         return 1.0 - progress_done
     return 0.5 * (1.0 + math.cos(math.pi * progress_done))
-
-
-def check_trackers(names: Sequence[str]) -> list[str]:
-    """The accelerate trackers of `log_with` (without `jsonl`, always written); a missing package is a ValueError
-    naming the tracker and the package to install."""
-    import importlib.util
-
-    wanted = [name for name in names if name != "jsonl"]
-    for name in wanted:
-        package = TRACKER_PACKAGES.get(name)
-        if package is None:
-            raise ValueError(f"log_with: unknown tracker {name!r}; known: {['jsonl', *sorted(TRACKER_PACKAGES)]}")
-        if importlib.util.find_spec(package) is None:
-            raise ValueError(f"log_with: tracker {name!r} needs the {package!r} package, which is not installed "
-                             f"(pip install {package})")
-    return wanted
 
 
 class RewardTrainer:
@@ -177,10 +118,10 @@ class RewardTrainer:
         self.callbacks = list(callbacks)
         self._rows = (pairs, eval_pairs, rankings, eval_rankings, steps, eval_steps)
         self._created = not output.exists()
-        self._owned = OwnedAcceleratorState(ACCELERATE_MIXED_PRECISION)
+        self.owned_state = OwnedAcceleratorState(ACCELERATE_MIXED_PRECISION)
         self._ready = False
-        self._hooks: list[Callback] = []
-        self._last_rewards: Any = None
+        self.hooks: list[Callback] = []
+        self.last_rewards: Any = None
         self._epoch_batches: tuple[int, list[list[int]]] = (-1, [])
         self.accelerator: Any = None
         self.model: Any = None
@@ -192,6 +133,8 @@ class RewardTrainer:
         self.precision = "fp32"
         """The compute precision the run uses: "bf16" (autocast) or "fp32"."""
         self.precision_source = ""
+        self.resumed_from: str | None = None
+        """The checkpoint folder the run resumed from (None: started afresh)."""
 
     # ------------------------------------------------------------------------------------------ setup
 
@@ -204,7 +147,7 @@ class RewardTrainer:
         from accelerate import Accelerator
         from accelerate.utils import ProjectConfiguration, set_seed
 
-        self._wall_start = time.perf_counter()
+        self.wall_start = time.perf_counter()
         config, output = self.config, self.output
         self.trackers = check_trackers(config.log_with)
         has_accelerator = torch.accelerator.is_available() if hasattr(torch, "accelerator") else \
@@ -212,7 +155,7 @@ class RewardTrainer:
         cpu_only = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true") or not has_accelerator
         project = ProjectConfiguration(project_dir=str(output / CHECKPOINT_DIR),
                                        logging_dir=str(output / CHECKPOINT_DIR / TRACKERS_DIR))
-        self._owned.claim()
+        self.owned_state.claim()
         # cpu=True lets torchrun-launched CPU processes join a gloo group
         accelerator = Accelerator(cpu=cpu_only, mixed_precision=ACCELERATE_MIXED_PRECISION,
                                   log_with=self.trackers or None, project_config=project)
@@ -272,7 +215,7 @@ class RewardTrainer:
         accelerator.wait_for_everyone()
         self.state = TrainerState(step=0, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                                   is_main=self.main)
-        self._window = torch.zeros(4, dtype=torch.float64, device=device)  # loss*units, units, hits, judged
+        self.window = torch.zeros(4, dtype=torch.float64, device=device)  # loss*units, units, hits, judged
         self._ready = True
 
     # ------------------------------------------------------------------------------------------ step
@@ -316,7 +259,7 @@ class RewardTrainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self._window += sums
+        self.window += sums
         seconds = time.perf_counter() - step_start
         state.step += 1
         state.pairs_seen += len(batch)
@@ -331,11 +274,11 @@ class RewardTrainer:
     def evaluate(self) -> dict[str, Any]:
         """Held-out metrics of the current model, reduced over every process (every process must call it); {}
         without held-out data."""
-        result = self._evaluate()
-        self._last_rewards = result.pop("_rewards", None)
+        result = self.evaluate_with_rewards()
+        self.last_rewards = result.pop("_rewards", None)
         return result
 
-    def _evaluate(self) -> dict[str, Any]:
+    def evaluate_with_rewards(self) -> dict[str, Any]:
         """`evaluate`, with the main process's held-out rewards under `_rewards` (for the card's reward stats)."""
         import torch
 
@@ -387,7 +330,7 @@ class RewardTrainer:
             "precision": self.precision,
             "precision_source": self.precision_source,
             "accelerate_mixed_precision": ACCELERATE_MIXED_PRECISION,
-            "precision_replaced": self._owned.replaced,
+            "precision_replaced": self.owned_state.replaced,
             "weights_dtype": config.weights_dtype,
             "recipe": {"preset": config.preset, **{name: getattr(config, name) for name in self.recipe},
                        "source": self.recipe_source},
@@ -396,7 +339,7 @@ class RewardTrainer:
             "train": self.train_data.stats(),
             "eval": self.eval_data.stats(),
             "load": self.data.reports,
-            "resumed_from": getattr(self, "resumed_from", None),
+            "resumed_from": self.resumed_from,
             **{k: v for k, v in last_eval.items() if not k.startswith("_")},
         }
 
@@ -422,7 +365,7 @@ class RewardTrainer:
         fresh.load_state_dict(state_dict, strict=True)
         return fresh
 
-    def _write_final(self, metrics: dict[str, Any]) -> Path:
+    def write_final(self, metrics: dict[str, Any]) -> Path:
         """Gather the whole weights (every process), then on the main process write the model, its card and
         `metrics.json` to the staging folder. Returns the staging folder."""
         accelerator, config, output = self.accelerator, self.config, self.output
@@ -437,7 +380,7 @@ class RewardTrainer:
             model.save_pretrained(staging, tokenizer=self.tokenizer,
                                   metadata=model_metadata(config, self.tokenizer, metrics))
         else:
-            card = model_card(config, self.data, self.train_data, metrics, self._last_rewards, self.world,
+            card = model_card(config, self.data, self.train_data, metrics, self.last_rewards, self.world,
                               self.tokenizer)
             if config.lora_r > 0 and config.save_adapter_only:
                 save_adapter(model, staging, self.tokenizer, card)
@@ -448,11 +391,11 @@ class RewardTrainer:
         tracked = output / CHECKPOINT_DIR / TRACKERS_DIR
         if tracked.is_dir():
             shutil.move(str(tracked), str(staging / TRACKERS_DIR))
-        metrics["wall_seconds"] = time.perf_counter() - self._wall_start
+        metrics["wall_seconds"] = time.perf_counter() - self.wall_start
         (staging / METRICS_FILE).write_text(dumps_strict(metrics, indent=2, default=str) + "\n", encoding="utf-8")
         return staging
 
-    def _publish(self, staging: Path) -> None:
+    def publish(self, staging: Path) -> None:
         """Move the staged run into the output folder (main process) and drop the checkpoints."""
         if not self.main:
             return
@@ -468,62 +411,22 @@ class RewardTrainer:
         self.setup()
         if metrics is None:
             metrics = self.metrics(self.evaluate())
-        staging = self._write_final(metrics)
+        staging = self.write_final(metrics)
         log_path = self.output / CHECKPOINT_DIR / LOG_FILE
         if self.main and not log_path.exists():  # driven by hand, without train(): the log says how it ended
             log = TrainLog(log_path, True, append=False)
             log.write({"event": "end", **{k: v for k, v in metrics.items() if k != "load"}})
             log.close()
         self.accelerator.wait_for_everyone()
-        self._publish(staging)
+        self.publish(staging)
         self.accelerator.wait_for_everyone()
         return self.output
 
     def close(self) -> None:
         """Give accelerate's process-wide state back as it was before `setup` (another trainer's settings)."""
-        self._owned.release()
+        self.owned_state.release()
 
     # ------------------------------------------------------------------------------------------ train
-
-    def _resume(self, key: dict[str, Any], fingerprint: str, stopper: EarlyStopping | None) -> str | None:
-        """Load the latest checkpoint under the output folder when `config.resume`; returns its folder."""
-        if not self.config.resume:
-            return None
-        found = list_checkpoints(self.output)
-        if not found:
-            return None
-        latest = found[-1]
-        saved = load_checkpoint(self.accelerator, latest)
-        if saved.get("config") != key:
-            raise ValueError(f"{latest}: the checkpoint was written with a different config; "
-                             "start a new --output or drop --resume")
-        if saved.get("data_sha256") != fingerprint:
-            raise ValueError(f"{latest}: the checkpoint was trained on different data (tokenised data "
-                             "fingerprint differs); start a new --output or drop --resume")
-        self.scheduler.load_state_dict(saved["scheduler"])
-        state = self.state
-        state.step, state.pairs_seen, state.train_seconds = saved["step"], saved["pairs_seen"], saved["train_seconds"]
-        if stopper is not None and "early_stopping" in saved:
-            stopper.load_state_dict(saved["early_stopping"])
-        return str(latest)
-
-    def _checkpoint(self, key: dict[str, Any], fingerprint: str, stopper: EarlyStopping | None) -> None:
-        """Write a resumable checkpoint of the run at `state.step`."""
-        config, state = self.config, self.state
-        epoch = state.step // state.steps_per_epoch
-        trainer_state: dict[str, Any] = {
-            "step": state.step, "pairs_seen": state.pairs_seen, "train_seconds": state.train_seconds,
-            "scheduler": self.scheduler.state_dict(), "config": key, "data_sha256": fingerprint,
-            "data_order": {"seed": config.seed, "epoch": epoch,
-                           "batch_in_epoch": state.step - epoch * state.steps_per_epoch,
-                           "group_by_length": config.group_by_length, "batch_size": config.batch_size},
-            "processes": self.world,
-        }
-        if stopper is not None:
-            trainer_state["early_stopping"] = stopper.state_dict()
-        folder = save_checkpoint(self.accelerator, self.output, state.step, trainer_state, config.keep_checkpoints)
-        for hook in self._hooks:
-            hook.on_save(state, folder)
 
     def train(self, *, stop_after_steps: int | None = None) -> TrainResult:
         """Set up, resume, run the loop with callbacks, early stopping and checkpoints, then save; returns where
@@ -531,7 +434,7 @@ class RewardTrainer:
         after that step, writing nothing more (a simulated kill, for tests). A failed run leaves the output
         folder as the module docstring says; accelerate's state is given back either way."""
         try:
-            return self._train(stop_after_steps)
+            return run_training(self, stop_after_steps)
         except TrainingInterrupted:
             raise
         except BaseException:
@@ -540,110 +443,6 @@ class RewardTrainer:
             raise
         finally:
             self.close()
-
-    def _train(self, stop_after_steps: int | None) -> TrainResult:
-        """The body of `train`."""
-        import torch
-
-        self.setup()
-        config, state, accelerator, main, quiet = self.config, self.state, self.accelerator, self.main, self.quiet
-        key = resume_key(config.to_dict())
-        train_data = self.train_data
-        fingerprint = data_fingerprint(train_data.token_rows()) if hasattr(train_data, "token_rows") else \
-            data_fingerprint(train_data.input_ids)
-        stopper = EarlyStopping(config.early_stopping_patience, config.early_stopping_metric) \
-            if config.early_stopping_patience > 0 else None
-        self.resumed_from = self._resume(key, fingerprint, stopper)
-        log = TrainLog(self.output / CHECKPOINT_DIR / LOG_FILE, main, append=self.resumed_from is not None)
-        self._hooks = hooks = [LoggingCallback(log, accelerator if main else None), *self.callbacks]
-        if stopper is not None:
-            hooks.append(stopper)
-        if self.trackers:
-            accelerator.init_trackers("rewardlab", config={k: v for k, v in config.to_dict().items()
-                                                           if isinstance(v, int | float | str | bool)})
-        assert self.data is not None
-        if self.resumed_from is None:
-            info: dict[str, Any] = {"event": "start", "config": config.to_dict(), "recipe_source": self.recipe_source,
-                                    "processes": self.world, "bf16": self.precision == "bf16",
-                                    "precision": self.precision, "precision_source": self.precision_source,
-                                    "precision_replaced": self._owned.replaced, "train": train_data.stats(),
-                                    "eval": self.eval_data.stats(), "load": self.data.reports,
-                                    "steps": state.total_steps, "steps_per_epoch": state.steps_per_epoch}
-        else:
-            info = {"event": "resume", "step": state.step, "checkpoint": self.resumed_from}
-        for hook in hooks:
-            hook.on_start(state, info)
-
-        total_steps, steps_per_epoch = state.total_steps, state.steps_per_epoch
-        eval_every = config.eval_every or steps_per_epoch
-        window = self._window
-        wall_start = self._wall_start
-        last_eval: dict[str, Any] = {}
-        shown_loss, shown_acc = float("nan"), float("nan")
-        stopped_early = False
-        with progress(quiet or not main) as bar:
-            task = bar.add_task("training", total=total_steps, completed=state.step, loss=float("nan"),
-                                acc=float("nan"), rate=0.0)
-            while state.step < total_steps and not stopped_early:
-                self.step()
-                rate = state.pairs_seen / state.train_seconds if state.train_seconds > 0 else 0.0
-                logs: dict[str, Any] = {}
-                if state.step % config.log_every == 0 or state.step == total_steps:
-                    summed = accelerator.reduce(window.clone(), reduction="sum").tolist()
-                    if summed[1] > 0:
-                        shown_loss = summed[0] / summed[1]
-                    if summed[3] > 0:
-                        shown_acc = summed[2] / summed[3]
-                    window.zero_()
-                    logs = {"loss": shown_loss, "accuracy": shown_acc, "lr": self.scheduler.get_last_lr()[0],
-                            "pairs_seen": state.pairs_seen, "pairs_per_s": rate,
-                            "elapsed_s": time.perf_counter() - wall_start}
-                for hook in hooks:
-                    hook.on_step(state, logs)
-                bar.update(task, completed=state.step, loss=shown_loss, acc=shown_acc, rate=rate)
-                if state.step % eval_every == 0 or state.step == total_steps:
-                    last_eval = self._evaluate()
-                    if last_eval:
-                        shown = {k: v for k, v in last_eval.items() if not k.startswith("_")}
-                        for hook in hooks:
-                            hook.on_eval(state, shown)
-                        if main and not quiet:
-                            bar.console.print(f"step {state.step}: held-out accuracy "
-                                              f"{last_eval['eval_accuracy']:.4f} on {last_eval['eval_pairs']} "
-                                              f"{last_eval.get('eval_unit', 'pairs')}")
-                stop = any(hook.should_stop(state) for hook in hooks)
-                if self.world > 1:
-                    flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
-                    stop = bool(accelerator.reduce(flag, reduction="sum").item() > 0)
-                if stop and state.step < total_steps:
-                    stopped_early = True
-                if (config.save_every and state.step % config.save_every == 0) or (
-                    state.step % steps_per_epoch == 0 and state.step < total_steps and not stopped_early
-                ):
-                    self._checkpoint(key, fingerprint, stopper)
-                if stop_after_steps is not None and state.step >= stop_after_steps and state.step < total_steps:
-                    log.close()
-                    raise TrainingInterrupted(f"stopped after step {state.step} (stop_after_steps={stop_after_steps})")
-
-        # ---- save the model, metrics and log
-        if stopped_early and (not last_eval or state.step % eval_every != 0):
-            last_eval = self._evaluate()  # the metrics describe the saved model
-        self._last_rewards = last_eval.pop("_rewards", None)
-        metrics = self.metrics(last_eval)
-        if stopper is not None:
-            metrics["early_stopping"] = stopper.summary()
-        if self.trackers:
-            accelerator.end_training()
-        accelerator.wait_for_everyone()
-        staging = self._write_final(metrics)
-        if not main:
-            metrics["wall_seconds"] = time.perf_counter() - wall_start
-        for hook in hooks:
-            hook.on_end(state, metrics)
-        log.close()
-        self._publish(staging)
-        accelerator.wait_for_everyone()
-        return TrainResult(output_dir=self.output, metrics=metrics, log_path=self.output / LOG_FILE, config=config)
 
 
 def train_reward_model(

@@ -1,0 +1,48 @@
+"""Where a run runs: torch CPU threads per process and accelerate's experiment trackers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+__all__ = ["TRACKERS_DIR", "TRACKER_PACKAGES", "check_trackers", "cpu_threads"]
+
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "comet_ml": "comet_ml",
+                    "aim": "aim", "clearml": "clearml", "dvclive": "dvclive", "swanlab": "swanlab",
+                    "trackio": "trackio"}
+"""The package each accelerate tracker needs."""
+TRACKERS_DIR = "trackers"
+
+def cpu_threads(processes: int) -> int:
+    """torch threads per process: the free cores divided by the processes (at least 1).
+
+    Free = cores this process may run on minus the load average of the last minute (other jobs): on a busy
+    machine, more threads than free cores make OpenMP's spinning workers fight for the same cores and run
+    several times slower than one thread.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    free = cores - busy if busy > 0.5 else cores
+    return max(1, int(free // max(1, processes)))
+
+
+def check_trackers(names: Sequence[str]) -> list[str]:
+    """The accelerate trackers of `log_with` (without `jsonl`, always written); a missing package is a ValueError
+    naming the tracker and the package to install."""
+    import importlib.util
+
+    wanted = [name for name in names if name != "jsonl"]
+    for name in wanted:
+        package = TRACKER_PACKAGES.get(name)
+        if package is None:
+            raise ValueError(f"log_with: unknown tracker {name!r}; known: {['jsonl', *sorted(TRACKER_PACKAGES)]}")
+        if importlib.util.find_spec(package) is None:
+            raise ValueError(f"log_with: tracker {name!r} needs the {package!r} package, which is not installed "
+                             f"(pip install {package})")
+    return wanted
