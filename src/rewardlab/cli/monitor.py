@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import CLIError, check_input_file, check_output_folder, console, stdout
+from rewardlab.cli.terminal import (
+    CLIError,
+    add_limit_flags,
+    apply_limits,
+    check_input_file,
+    check_output_folder,
+    console,
+    stdout,
+)
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -20,7 +28,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "of the proxy against the step is >= THRESHOLD while the gold's is <= -THRESHOLD; hacking is "
                     "reported after PERSIST consecutive flagged windows.",
     )
-    monitor.add_argument("--log", "-l", required=True, type=Path, nargs="+", metavar="LOG",
+    monitor.add_argument("--input", "-i", "--log", "-l", dest="log", required=True, type=Path, nargs="+", metavar="LOG",
                          help="training logs: JSONL rows, trainer_state.json, TRL completions .parquet, or a TRL "
                               "output_dir (its trainer_state.json and completions/*.parquet)")
     monitor.add_argument("--output", "-o", required=True, type=Path, metavar="DIR",
@@ -43,6 +51,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                          help="consecutive flagged windows needed to report hacking (5)")
     monitor.add_argument("--unit", choices=("tokens", "words", "chars"), default="tokens",
                          help="length unit for completion rows")
+    add_limit_flags(monitor)
     monitor.add_argument("--fail-on-hacking", action="store_true", help="exit with status 3 when hacking is flagged")
     monitor.set_defaults(run=run_monitor)
 
@@ -85,6 +94,9 @@ def run_monitor(args: argparse.Namespace) -> int:
             raise CLIError(f"--ensemble {args.ensemble!r}: {error}") from error
     members = [m.strip() for m in args.members.split(",") if m.strip()] if args.members else []
     try:
+        for loaded in (reward, ensemble):
+            if loaded is not None:
+                apply_limits(loaded, args)
         result = analyse_log(log, proxy=args.proxy, gold=reward, gold_column=args.gold_column, members=members,
                              ensemble=ensemble, window=args.window, threshold=args.threshold, persist=args.persist,
                              unit=args.unit)

@@ -14,7 +14,17 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console, progress_bar, stdout
+from rewardlab.cli.terminal import (
+    CLIError,
+    add_input_flag,
+    add_limit_flags,
+    apply_limits,
+    check_input_file,
+    check_output_file,
+    console,
+    progress_bar,
+    stdout,
+)
 from rewardlab.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
 from rewardlab.registry import SpecError, available, combinators, load
 from rewardlab.runtime.files import (
@@ -35,15 +45,13 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     score.add_argument("--reward", "-r", required=True, metavar="SPEC",
                        help="reward spec: a name (exact_match), a family (rm:./my-rm), inline JSON or a YAML/JSON file")
-    score.add_argument("--input", "-i", required=True, type=Path, metavar="IN.jsonl",
-                       help="rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz; - for stdin)")
+    add_input_flag(score, "IN.jsonl", "rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz; - for stdin)",
+                   type=Path)
     score.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.jsonl",
                        help="written atomically: each input row plus 'score' (.gz compressed; - for stdout); "
                             "never the input file")
     score.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
-    score.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers per reward")
-    score.add_argument("--timeout", type=float, default=None, metavar="S",
-                       help="per-sample time limit in seconds (runaway samples are killed)")
+    add_limit_flags(score)
     score.add_argument("--on-error", choices=("skip", "fail"), default="skip",
                        help="malformed input lines: skip and report them (default), or stop")
     score.add_argument("--summary-json", type=Path, default=None, metavar="FILE", help="also write the summary as JSON")
@@ -130,10 +138,13 @@ def run_score(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         reward = load(args.reward)
-        if args.workers is not None or args.timeout is not None:
-            reward.configure(workers=args.workers, timeout=args.timeout)
     except (SpecError, ValueError) as error:
         raise CLIError(f"--reward {args.reward!r}: {error}") from error
+    try:
+        apply_limits(reward, args)
+    except CLIError:
+        reward.close()
+        raise
     try:
         total = count_lines(args.input)
     except JsonlReadError as error:

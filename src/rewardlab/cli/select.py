@@ -7,7 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import CLIError, check_input_file, check_output_file, console
+from rewardlab.cli.terminal import (
+    CLIError,
+    add_input_flag,
+    add_limit_flags,
+    apply_limits,
+    check_input_file,
+    check_output_file,
+    console,
+)
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -18,8 +26,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "final answer) or weighted-vote (answer with the largest summed reward).",
     )
     parser.add_argument("--reward", "-r", required=True, metavar="SPEC", help="reward spec (math, rm:./my-rm, ...)")
-    parser.add_argument("--input", "-i", required=True, type=Path, metavar="candidates.jsonl",
-                        help='rows {"prompt": ..., "candidates": [str, ...], "reference": optional}')
+    add_input_flag(parser, "candidates.jsonl", 'rows {"prompt": ..., "candidates": [str, ...], "reference": optional}',
+                   type=Path)
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="picks.jsonl",
                         help="each input row plus chosen_index and scores (one per candidate)")
     parser.add_argument("--method", choices=("bon", "vote", "weighted-vote"), default="bon")
@@ -27,6 +35,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                         help="how answers are grouped for voting (default: math when the reward is math, else exact)")
     parser.add_argument("--curves", type=Path, default=None, metavar="FILE",
                         help="write the summary with accuracy-vs-N curves (needs references or 'correct' labels)")
+    add_limit_flags(parser)
     parser.set_defaults(run=run_select)
 
 
@@ -42,6 +51,7 @@ def run_select(args: argparse.Namespace) -> int:
     equivalence = args.equivalence or ("math" if str(args.reward).strip() == "math" else "exact")
     reward = load(args.reward)
     try:
+        apply_limits(reward, args)
         summary = select_file(reward, args.input, args.output, method=args.method, equivalence=equivalence,
                               curves=args.curves is not None)
     except CandidatesError as error:

@@ -3,9 +3,12 @@ and the checks that turn a bad input or output path into a one-line error before
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,8 +18,21 @@ from rewardlab.progress import console, progress_bar
 
 stdout = Console()
 
-__all__ = ["CLIError", "check_input_file", "check_output_file", "check_output_folder", "console", "naming",
-           "progress_bar", "report_skipped", "stdout"]
+__all__ = [
+    "CLIError",
+    "RewardBars",
+    "add_input_flag",
+    "add_limit_flags",
+    "apply_limits",
+    "check_input_file",
+    "check_output_file",
+    "check_output_folder",
+    "console",
+    "naming",
+    "progress_bar",
+    "report_skipped",
+    "stdout",
+]
 
 STREAM = "-"
 """The path that means standard input (for inputs) or standard output (for outputs)."""
@@ -98,3 +114,58 @@ def _check_writable_folder(folder: Path, flag: str, path: Path | str) -> None:
         raise CLIError(f"{flag} {path}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise CLIError(f"{flag} {path}: folder {existing} is not writable")
+
+
+def add_input_flag(parser: argparse.ArgumentParser, metavar: str, help: str, *aliases: str, **options: Any) -> None:
+    """The one input flag of every verb, `--input/-i` (`aliases`: a verb's older or domain name, e.g. `--data`)."""
+    parser.add_argument("--input", "-i", *aliases, dest="input", required=True, metavar=metavar, help=help, **options)
+
+
+def add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """`--workers` and `--timeout`, the runtime limits of every verb that scores (passed to `Reward.configure`)."""
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers per reward")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="per-sample time limit in seconds (runaway samples are stopped and get the reward's "
+                             "failing value); a reward that cannot honour it is refused")
+
+
+def apply_limits(reward: Any, args: argparse.Namespace) -> None:
+    """`reward.configure(workers=, timeout=)` from the flags; a limit it cannot honour is a one-line error (exit 2)."""
+    from rewardlab.types import LimitNotHonouredError
+
+    workers, timeout = getattr(args, "workers", None), getattr(args, "timeout", None)
+    if workers is not None and workers < 1:
+        raise CLIError(f"--workers must be >= 1, got {workers}", code=2)
+    if timeout is not None and not timeout > 0:
+        raise CLIError(f"--timeout must be > 0 seconds, got {timeout}", code=2)
+    if workers is None and timeout is None:
+        return
+    try:
+        reward.configure(workers=workers, timeout=timeout)
+    except LimitNotHonouredError as error:
+        raise CLIError(str(error), code=2) from None
+
+
+class RewardBars:
+    """Progress bars for the library's `on_start(label, total)` hook: the bar appears at the first call (so that a
+    step before it, such as training, may draw its own) and is closed when the `with` block ends."""
+
+    def __init__(self, quiet: bool, verb: str = "evaluating") -> None:
+        self.quiet, self.verb = quiet, verb
+        self.bar: Any = None
+
+    def __enter__(self) -> RewardBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start(self, label: str, total: int) -> Callable[[int], None]:
+        """Add a task for `label`; returns its `advance(n)`."""
+        if self.bar is None:
+            self.bar = progress_bar(self.quiet)
+            self.bar.start()
+        task = self.bar.add_task(f"{self.verb} {label}", total=total)
+        return lambda n: self.bar.advance(task, n)
+

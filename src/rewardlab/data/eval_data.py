@@ -214,6 +214,7 @@ def load_eval_data(
     rows: str | slice | None = None,
     data_format: str = "auto",
     split: str | None = None,
+    name: str | None = None,
 ) -> EvalData:
     """Load evaluation data from a file, a folder, a Hugging Face Hub name (with `split`), a `datasets.Dataset`,
     a list of dict rows or a list of items.
@@ -222,7 +223,7 @@ def load_eval_data(
     step rows, RewardBench v1 pairs, or any pair format `load_preferences` reads). `rows` ("START:END" or a slice)
     keeps the items that came from those rows of the source (0-based, end excluded; e.g. "1500:1800" = the last
     300 rows of 1,800, whatever rows the loader excluded); items without a recorded source row are sliced by
-    position.
+    position. `name` names the data in results and reports (default: its path; in-memory rows: "N in-memory rows").
     """
     if data_format not in FORMATS:
         raise EvaluationDataError(f"format must be one of {', '.join(FORMATS)}, got {data_format!r}")
@@ -270,7 +271,8 @@ def load_eval_data(
         memory_rows, items = _rows_from_memory(source)
         if memory_rows is not None:
             items, load_report, kind = _items_from_rows(memory_rows, kind, "in-memory rows", data_format)
-        data.source = {"path": None, "kind": "in-memory" if kind == "auto" else kind}
+        data.source = {"path": None, "kind": "in-memory" if kind == "auto" else kind,
+                       "name": f"{len(items)} in-memory {'rows' if memory_rows is not None else 'items'}"}
     if load_report is not None and hasattr(load_report, "to_dict"):
         summary = load_report.to_dict()
         data.source["load_report"] = {
@@ -280,6 +282,8 @@ def load_eval_data(
             "excluded": {k: len(v) for k, v in summary.get("excluded", {}).items()},
             "flagged": {k: len(v) for k, v in summary.get("flagged", {}).items()},
         }
+    if name is not None:
+        data.source["name"] = name
     data.source["items_loaded"] = len(items)
     if selection is not None:
         rows_of = [_source_row(item) for item in items]

@@ -242,7 +242,8 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
     prov = result.get("provenance", {})
     versions = ", ".join(f"{k} {v}" for k, v in prov.get("versions", {}).items() if v)
     parts.append(
-        f"<p class='muted'>data: <code>{esc(str(data.get('path')))}</code> rows {esc(str(data.get('rows', 'all')))}"
+        f"<p class='muted'>data: <code>{esc(str(data.get('path') or data.get('name') or 'in-memory rows'))}</code>"
+        f" rows {esc(str(data.get('rows', 'all')))}"
         f" · {data.get('n_pairs', 0)} pairs, {data.get('n_best_of_n_rows', 0)} best-of-N rows,"
         f" {data.get('n_step_rows', 0)} step rows · seed {prov.get('seed')} · batch size {prov.get('batch_size')}"
         f"<br>{esc(versions)}</p>"

