@@ -391,7 +391,7 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
     import rewardlab
 
     model_families = {"rm:PATH", "prm:PATH", "judge:MODEL", "implicit:POLICY", "remote:http://HOST:PORT",
-                      "semantic", "bertscore", "diversity"}
+                      "semantic", "bertscore", "diversity", "redistribute", "shaping", "bounded_steps"}
     assert set(rewardlab.available()) - model_families == set(BUILT_IN)
 
 
@@ -432,7 +432,20 @@ def _tiny_judge() -> object:
     return judge_spec()
 
 
-@pytest.mark.parametrize("build", [_tiny_rm, _tiny_prm, _tiny_judge], ids=["rm", "prm", "judge"])
+def _tiny_shaping() -> object:
+    from tests.conformance_cases.dense import shaping_spec
+
+    return shaping_spec()
+
+
+def _tiny_bounded_steps() -> object:
+    from tests.conformance_cases.dense import bounded_spec
+
+    return bounded_spec()
+
+
+@pytest.mark.parametrize("build", [_tiny_rm, _tiny_prm, _tiny_judge, _tiny_shaping, _tiny_bounded_steps],
+                         ids=["rm", "prm", "judge", "shaping", "bounded_steps"])
 def test_model_rewards_never_stall_on_attacks(build: object) -> None:
     """Random weights make paying noise (not measured here); what holds for any weights: nothing stalls, no
     attack makes scoring fail, every attack of the model-facing categories is tried."""
