@@ -229,3 +229,95 @@ def test_dpo_trainer_prepares_the_pairs(tmp_path: Path) -> None:
     assert all(len(row["chosen_ids"]) > 0 and len(row["rejected_ids"]) > 0 for row in prepared)
     trainer.train()
     assert any("loss" in entry for entry in trainer.state.log_history)
+
+
+# ------------------------------------------------------------------------------------------------- streaming files
+
+_SCORE = st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0]), st.just("error"))
+
+
+def _scored_rows(groups: list[list[object]], contiguous: bool) -> list[dict[str, object]]:
+    """Rows of several prompts (`q0`, `q1`, ...), each candidate scored as given, grouped or round-robin."""
+    rows = [[{"prompt": f"q{g}", "response": f"r{i % 3}",
+              "score": {"value": None, "error": "boom"} if value == "error" else {"value": value, "error": None}}
+             for i, value in enumerate(values)] for g, values in enumerate(groups)]
+    if contiguous:
+        return [row for group in rows for row in group]
+    longest = max((len(group) for group in rows), default=0)
+    return [group[i] for i in range(longest) for group in rows if i < len(group)]
+
+
+def _write(path: Path, rows: list[dict[str, object]], junk: bool) -> Path:
+    lines = [json.dumps(r) for r in rows]
+    if junk:
+        lines.insert(len(lines) // 2, "{not json")
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_SCORE, max_size=6), max_size=5), st.sampled_from(["best-worst", "all"]),
+       st.sampled_from([0.0, 0.6]), st.booleans(), st.booleans())
+def test_streamed_pairs_equal_the_in_memory_pairs(
+    groups: list[list[object]], strategy: str, margin: float, contiguous: bool, junk: bool
+) -> None:
+    import tempfile
+
+    from rewardlab.integrations.scored import parse_scored_rows
+
+    rows = _scored_rows(groups, contiguous)
+    with tempfile.TemporaryDirectory() as folder:
+        src = _write(Path(folder) / "scored.jsonl", rows, junk)
+        stats = pairs_jsonl(src, Path(folder) / "pairs.jsonl", strategy=strategy, margin=margin)  # type: ignore[arg-type]
+        written = [json.loads(line) for line in (Path(folder) / "pairs.jsonl").read_text().splitlines()]
+    want, want_stats = build_pairs(parse_scored_rows(enumerate(rows, 1)).rows, strategy=strategy,  # type: ignore[arg-type]
+                                   margin=margin)
+    if contiguous:
+        assert written == want  # the same pairs in the same order
+    else:
+        assert sorted(map(json.dumps, written)) == sorted(map(json.dumps, want))
+    counts = {k: v for k, v in stats.to_dict().items() if k != "skipped_lines"}
+    assert counts == {k: v for k, v in want_stats.to_dict().items() if k != "skipped_lines"}
+    assert len(stats.skipped_lines) == int(junk)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_SCORE, max_size=6), max_size=5), st.booleans(), st.sampled_from(["sum", "mean"]))
+def test_streamed_rwr_weights_equal_rwr_weights(groups: list[list[object]], contiguous: bool, normalize: str) -> None:
+    import tempfile
+
+    from rewardlab.integrations.scored import parse_scored_rows
+
+    rows = _scored_rows(groups, contiguous)
+    with tempfile.TemporaryDirectory() as folder:
+        src = _write(Path(folder) / "scored.jsonl", rows, junk=False)
+        stats = rwr_jsonl(src, Path(folder) / "w.jsonl", beta=0.7, normalize=normalize)  # type: ignore[arg-type]
+        written = [json.loads(line) for line in (Path(folder) / "w.jsonl").read_text().splitlines()]
+    parsed = parse_scored_rows(enumerate(rows, 1)).rows
+    want = rwr_weights([r.value for r in parsed], [r.group for r in parsed], beta=0.7, normalize=normalize)  # type: ignore[arg-type]
+    assert [r["response"] for r in written] == [r["response"] for r in rows]  # every row, in file order
+    assert [r["weight"] for r in written] == pytest.approx([float(w) for w in want], rel=1e-12, abs=1e-15)
+    assert stats.rows == len(rows) and stats.groups == len({r.group for r in parsed})
+
+
+def test_pairs_and_rwr_read_standard_input(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rows = _scored_rows([[1.0, 0.0, 0.5], [2.0, 2.0]], contiguous=True)
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    spooled_before = set(Path(tempfile_dir()).glob("rewardlab-stream-*"))
+    for verb, extra in (("pairs", []), ("rwr", ["--beta", "1"])):
+        out = tmp_path / f"{verb}.jsonl"
+        done = subprocess.run([sys.executable, "-m", "rewardlab", verb, "-i", "-", "-o", str(out), "--quiet", *extra],
+                              input=text, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        written = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(written) == (1 if verb == "pairs" else 5)
+    assert set(Path(tempfile_dir()).glob("rewardlab-stream-*")) <= spooled_before  # the spooled copies are gone
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()

@@ -9,6 +9,12 @@ Rows (TRL's preference format, `trl.data_utils.is_conversational` decides which)
 `{"prompt": str, "chosen": str, "rejected": str}`; a chat prompt (a list of messages) stays messages and the
 responses become one assistant turn each: `{"prompt": [...], "chosen": [{"role": "assistant", "content": ...}],
 "rejected": [...]}`. Both carry `score_chosen` and `score_rejected` (UltraFeedback-binarized's column names).
+
+`pairs_jsonl` streams a file in two passes: the first keeps, per group, a digest, its counts and where its best and
+worst candidates are (never a row); the second holds a row only until its group's pairs can be written. Groups
+whose rows are contiguous (as `rewardlab score` writes rollouts) therefore cost one group's rows of memory, and
+their pairs come out in the order `build_pairs` gives; a group spread over the file is written when its last
+candidate has been read.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.integrations.scored import ScoredRow, grouped, read_scored_jsonl
+from rewardlab.integrations.scored import ScoredRow, group_digest, grouped, iter_scored_jsonl, rereadable
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Strategy = Literal["best-worst", "all"]
@@ -78,6 +84,21 @@ def _candidate_pairs(usable: list[ScoredRow], strategy: Strategy) -> Iterable[tu
         yield (a, b) if a.value >= b.value else (b, a)
 
 
+def _keep(chosen: ScoredRow, rejected: ScoredRow, margin: float, stats: PairStats) -> bool:
+    """Whether a (higher-or-equal, lower) candidate pair becomes a preference row; counts why not."""
+    assert chosen.value is not None and rejected.value is not None
+    gap = chosen.value - rejected.value
+    if gap == 0:
+        stats.ties += 1
+    elif gap < margin:
+        stats.below_margin += 1
+    elif chosen.row["response"] == rejected.row["response"]:
+        stats.identical += 1
+    else:
+        return True
+    return False
+
+
 def build_pairs(
     rows: Iterable[ScoredRow], *, strategy: Strategy = "best-worst", margin: float = 0.0
 ) -> tuple[list[dict[str, Any]], PairStats]:
@@ -98,18 +119,36 @@ def build_pairs(
             stats.lone_groups += 1
             continue
         for chosen, rejected in _candidate_pairs(usable, strategy):
-            assert chosen.value is not None and rejected.value is not None
-            gap = chosen.value - rejected.value
-            if gap == 0:
-                stats.ties += 1
-            elif gap < margin:
-                stats.below_margin += 1
-            elif chosen.row["response"] == rejected.row["response"]:
-                stats.identical += 1
-            else:
+            if _keep(chosen, rejected, margin, stats):
                 out.append(preference_row(chosen, rejected))
     stats.pairs = len(out)
     return out, stats
+
+
+@dataclass
+class _GroupPlan:
+    """What the first pass learns of one group: counts, its best and worst candidates, its last usable line."""
+
+    rows: int = 0
+    failed: int = 0
+    not_applicable: int = 0
+    usable: int = 0
+    best: tuple[float, int] | None = None  # (value, line) of the first highest value
+    worst: tuple[float, int] | None = None  # (value, line) of the first lowest value
+    last: int = 0
+
+    def add(self, row: ScoredRow) -> None:
+        self.rows += 1
+        self.failed += row.status == "failed"
+        self.not_applicable += row.status == "not_applicable"
+        if row.value is None:
+            return
+        self.usable += 1
+        self.last = row.line
+        if self.best is None or row.value > self.best[0]:
+            self.best = (row.value, row.line)
+        if self.worst is None or row.value < self.worst[0]:
+            self.worst = (row.value, row.line)
 
 
 def pairs_jsonl(
@@ -120,11 +159,67 @@ def pairs_jsonl(
     margin: float = 0.0,
     score_field: str = "score",
 ) -> PairStats:
-    """Read a scored JSONL file (`rewardlab score`'s output), write DPO pairs to `output_path` (atomically)."""
-    report = read_scored_jsonl(input_path, score_field=score_field)
-    pairs, stats = build_pairs(report.rows, strategy=strategy, margin=margin)
-    stats.skipped_lines = report.skipped
-    with atomic_writer(output_path) as handle:
-        for row in pairs:
-            handle.write(dumps_row(row) + "\n")
+    """Read a scored JSONL file (`rewardlab score`'s output), write DPO pairs to `output_path` (atomically),
+    streaming (see the module docstring); the pairs and counts are `build_pairs`'s."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if not margin >= 0:
+        raise ValueError(f"margin must be >= 0, got {margin!r}")
+    stats = PairStats()
+    plans: dict[bytes, _GroupPlan] = {}
+    with rereadable(input_path) as source:
+        for item in iter_scored_jsonl(source, score_field=score_field):
+            if isinstance(item, tuple):
+                stats.skipped_lines.append(item)
+            else:
+                plans.setdefault(group_digest(item.group), _GroupPlan()).add(item)
+        needed: dict[int, bytes] = {}  # line → its group, for the rows the second pass must hold
+        for key, plan in plans.items():
+            stats.groups += 1
+            stats.rows += plan.rows
+            stats.failed += plan.failed
+            stats.not_applicable += plan.not_applicable
+            if plan.usable < 2:
+                stats.lone_groups += 1
+            elif strategy == "best-worst" and plan.best is not None and plan.worst is not None:
+                if plan.best[0] == plan.worst[0]:
+                    stats.ties += 1  # every candidate scored the same: the best is the worst
+                elif plan.best[0] - plan.worst[0] < margin:
+                    stats.below_margin += 1
+                else:
+                    needed[plan.best[1]] = needed[plan.worst[1]] = key
+        held: dict[bytes, list[ScoredRow]] = {}
+        with atomic_writer(output_path) as handle:
+            for item in iter_scored_jsonl(source, score_field=score_field):
+                if isinstance(item, tuple) or item.value is None:
+                    continue
+                if strategy == "best-worst":
+                    key = needed.pop(item.line, b"")
+                    if not key:
+                        continue
+                    members = held.setdefault(key, [])
+                    members.append(item)
+                    if len(members) < 2:
+                        continue
+                    del held[key]
+                    plan = plans[key]
+                    assert plan.best is not None
+                    chosen, rejected = members if members[0].line == plan.best[1] else members[::-1]
+                    if _keep(chosen, rejected, margin, stats):
+                        handle.write(dumps_row(preference_row(chosen, rejected)) + "\n")
+                        stats.pairs += 1
+                    continue
+                key = group_digest(item.group)
+                plan = plans[key]
+                if plan.usable < 2:
+                    continue
+                members = held.setdefault(key, [])
+                members.append(item)
+                if item.line != plan.last:
+                    continue
+                del held[key]
+                for chosen, rejected in _candidate_pairs(members, "all"):
+                    if _keep(chosen, rejected, margin, stats):
+                        handle.write(dumps_row(preference_row(chosen, rejected)) + "\n")
+                        stats.pairs += 1
     return stats

@@ -9,7 +9,7 @@ normaliser. `normalize="sum"`: the weights of a group add up to 1 (a distributio
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardlab.integrations.advantages import Groups, Rewards, group_ids, reward_array, same_kind
-from rewardlab.integrations.scored import read_scored_jsonl
+from rewardlab.integrations.scored import group_digest, iter_scored_jsonl, rereadable
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Normalize = Literal["sum", "mean"]
@@ -61,6 +61,26 @@ class WeightStats:
                 "skipped_lines": [{"line": n, "reason": r} for n, r in self.skipped_lines]}
 
 
+@dataclass
+class _GroupSoftmax:
+    """A group's running softmax denominator over exp(r/beta): the largest logit and Σ exp(logit − largest)."""
+
+    largest: float = -math.inf
+    total: float = 0.0
+    scored: int = 0
+
+    def add(self, logit: float) -> None:
+        if logit > self.largest:
+            self.total = self.total * math.exp(self.largest - logit) + 1.0
+            self.largest = logit
+        else:
+            self.total += math.exp(logit - self.largest)
+        self.scored += 1
+
+    def weight(self, logit: float, normalize: Normalize) -> float:
+        return math.exp(logit - self.largest) / self.total * (self.scored if normalize == "mean" else 1.0)
+
+
 def rwr_jsonl(
     input_path: str | Path,
     output_path: str | Path,
@@ -70,15 +90,35 @@ def rwr_jsonl(
     score_field: str = "score",
     weight_field: str = "weight",
 ) -> WeightStats:
-    """Write every scored row of `input_path` with its RWR weight in `weight_field` (groups: `group`, else prompt)."""
-    report = read_scored_jsonl(input_path, score_field=score_field)
-    rows = report.rows
-    values: Sequence[float | None] = [r.value for r in rows]
-    weights = rwr_weights(values, [r.group for r in rows], beta=beta, normalize=normalize)
-    stats = WeightStats(rows=len(rows), groups=len({r.group for r in rows}), skipped_lines=report.skipped,
-                        failed=sum(r.status == "failed" for r in rows),
-                        not_applicable=sum(r.status == "not_applicable" for r in rows))
-    with atomic_writer(output_path) as handle:
-        for row, weight in zip(rows, weights, strict=True):
-            handle.write(dumps_row({**row.row, weight_field: float(weight)}) + "\n")
+    """Write every scored row of `input_path` with its RWR weight in `weight_field` (groups: `group`, else prompt).
+
+    Streams the file in two passes (a stream is spooled to a temporary file first): the first keeps one running
+    softmax denominator per group (a 16-byte digest and three numbers, never a row), the second writes each row
+    with its weight, in file order. The weights are `rwr_weights`'s up to float rounding.
+    """
+    if not (isinstance(beta, int | float) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+    if normalize not in ("sum", "mean"):
+        raise ValueError(f"normalize must be 'sum' or 'mean', got {normalize!r}")
+    stats = WeightStats()
+    groups: dict[bytes, _GroupSoftmax] = {}
+    with rereadable(input_path) as source:
+        for item in iter_scored_jsonl(source, score_field=score_field):
+            if isinstance(item, tuple):
+                stats.skipped_lines.append(item)
+                continue
+            stats.rows += 1
+            stats.failed += item.status == "failed"
+            stats.not_applicable += item.status == "not_applicable"
+            softmax = groups.setdefault(group_digest(item.group), _GroupSoftmax())
+            if item.value is not None:
+                softmax.add(item.value / beta)
+        stats.groups = len(groups)
+        with atomic_writer(output_path) as handle:
+            for item in iter_scored_jsonl(source, score_field=score_field):
+                if isinstance(item, tuple):
+                    continue
+                value = item.value
+                weight = 0.0 if value is None else groups[group_digest(item.group)].weight(value / beta, normalize)
+                handle.write(dumps_row({**item.row, weight_field: weight}) + "\n")
     return stats
