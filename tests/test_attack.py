@@ -201,6 +201,7 @@ def test_the_report_as_json_and_html() -> None:
     report = attack(contains_gold, QA, attacks=["hedge_or", "verdict_yes", "format_only"])
     data = json.loads(report.to_json())
     assert data["paying"] == ["hedge_or"] and data["stalling"] == []
+    assert data["fingerprint"] == contains_gold.fingerprint() and data["reward"] == "contains_gold"
     by_name = {a["name"]: a for a in data["attacks"]}
     assert by_name["hedge_or"]["paid"] == 2 and by_name["hedge_or"]["pay_rate"] == 1.0
     assert by_name["verdict_yes"]["pay_example"] is None and set(data["categories"]) == set(CATEGORIES)

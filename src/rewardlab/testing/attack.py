@@ -131,6 +131,7 @@ class AttackReport:
     reward: str
     time_budget: float
     samples: int
+    fingerprint: str | None = None
     baselines: list[dict[str, Any]] = field(default_factory=list)
     uninformative: list[dict[str, Any]] = field(default_factory=list)
     results: list[AttackResult] = field(default_factory=list)
@@ -155,7 +156,8 @@ class AttackReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The whole report as JSON-ready data."""
-        return {"reward": self.reward, "time_budget": self.time_budget, "samples": self.samples,
+        return {"reward": self.reward, "fingerprint": self.fingerprint, "time_budget": self.time_budget,
+                "samples": self.samples,
                 "informative_samples": self.samples - len(self.uninformative),
                 "paying": [r.name for r in self.paying], "stalling": [r.name for r in self.stalling],
                 "abandoned_threads": self.abandoned_threads, "interrupted": self.interrupted,
@@ -226,7 +228,8 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
     chosen = select_attacks(attacks)
     started = time.perf_counter()
     runner = Deadline(use_alarm=use_alarm)
-    report = AttackReport(reward=reward.name, time_budget=time_budget, samples=len(items))
+    report = AttackReport(reward=reward.name, time_budget=time_budget, samples=len(items),
+                          fingerprint=reward.fingerprint())
     total = len(chosen) + 1
 
     contexts: list[AttackContext | None] = []
