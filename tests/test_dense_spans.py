@@ -178,3 +178,24 @@ def test_score_spans_roundtrip_and_validation() -> None:
     assert coerce_score(Score(value=1.0, spans=[(0, 1, math.nan)])).error == "non-finite value in spans"
     with pytest.raises(ValueError, match=r"spans\[0\]"):
         Score.from_dict({"value": 1.0, "spans": [[3, 1, 0.5]]})
+
+
+def test_sum_spans_composition_rule() -> None:
+    from rewardlab.dense import affine_spans, sum_spans
+
+    dense = [(0, 2, 0.5), (2, 4, 1.5)]  # a dense part worth 2.0
+    spans = sum_spans([(0.5, 2.0, dense), (2.0, 1.0, None)], end=4)
+    assert spans == [(0, 2, 0.25), (2, 4, 0.75), (4, 4, 2.0)]
+    assert math.fsum(v for *_, v in spans) == 0.5 * 2.0 + 2.0 * 1.0
+    assert affine_spans(dense, 4, slope=2.0, intercept=-1.0) == [(0, 2, 1.0), (2, 4, 3.0), (4, 4, -1.0)]
+
+
+@given(st.lists(st.tuples(st.floats(-10, 10), st.floats(-10, 10), st.booleans()), min_size=1, max_size=6),
+       st.floats(0.1, 10))
+def test_sum_spans_sums_to_the_weighted_sum(parts: list[tuple[float, float, bool]], scale: float) -> None:
+    from rewardlab.dense import sum_spans
+
+    built = [(w, v, [(0, 1, v / 2), (1, 3, v / 2)] if dense else None) for w, v, dense in parts]
+    spans = sum_spans(built, end=3, scale=scale)
+    expected = scale * math.fsum(w * v for w, v, _ in parts)
+    assert math.isclose(math.fsum(s[2] for s in spans), expected, rel_tol=1e-9, abs_tol=1e-9)

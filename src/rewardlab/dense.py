@@ -201,3 +201,23 @@ def split_at(text: str, cuts: Sequence[int]) -> list[str]:
     """`text` cut at the character positions `cuts` (sorted, starting with 0): the pieces join back to `text`."""
     bounds = [*cuts, len(text)]
     return [text[bounds[k]:bounds[k + 1]] for k in range(len(cuts)) if bounds[k + 1] > bounds[k]]
+
+
+def sum_spans(parts: Sequence[tuple[float, float, Sequence[Span] | None]], end: int, *,
+              scale: float = 1.0) -> list[Span]:
+    """The composition rule for dense parts of a weighted sum: each `(weight, value, spans)` part contributes its
+    spans times its weight, or, with no spans, its weighted value as sequence credit at the response's `end`;
+    everything times `scale` (a renormalisation). The result sums to scale·Σ wᵢ·vᵢ up to float rounding."""
+    out: list[Span] = []
+    for weight, value, spans in parts:
+        if spans:
+            out.extend((a, b, scale * weight * v) for a, b, v in spans)
+        else:
+            out.append((end, end, scale * weight * value))
+    return out
+
+
+def affine_spans(spans: Sequence[Span], end: int, *, slope: float, intercept: float) -> list[Span]:
+    """Spans of a·v + b (a normaliser applied to a dense score): every span times `slope`, the intercept as sequence
+    credit at `end`, so the spans sum to the new value."""
+    return [*((a, b, slope * v) for a, b, v in spans), (end, end, intercept)]
