@@ -140,11 +140,12 @@ def _returns_to_go(rewards: np.ndarray, mask: np.ndarray, gamma: float) -> np.nd
 
 
 def token_grpo_advantages(token_rewards: Any, mask: Any, groups: Sequence[Hashable] | int, *,
-                          reward_mask: Any = None, eps: float = TRL_EPS) -> Any:
+                          reward_mask: Any = None, eps: float = TRL_EPS, return_to_go: bool = True) -> Any:
     """Process-supervised GRPO (Shao et al. 2024, DeepSeekMath §4.1.3): every reward-bearing entry normalised by
     the mean and std (ddof=1) of all such entries in its group, then each token's advantage is the sum of the
-    normalised rewards at or after it. `reward_mask` marks the reward-bearing entries (default: `mask`); with
-    only the last token marked this is sequence GRPO broadcast to the tokens."""
+    normalised rewards at or after it (`return_to_go=False`: its own normalised reward only). `reward_mask` marks
+    the reward-bearing entries (default: `mask`); with only the last token marked this is sequence GRPO broadcast
+    to the tokens."""
     rewards = _matrix(token_rewards, "token_rewards")
     valid = _matrix(mask, "mask") > 0
     bearing = valid if reward_mask is None else (_matrix(reward_mask, "reward_mask") > 0) & valid
@@ -160,7 +161,7 @@ def token_grpo_advantages(token_rewards: Any, mask: Any, groups: Sequence[Hashab
         mean, std = float(entries.mean()), float(entries.std(ddof=1))
         block = (rewards[rows] - mean) / (std + eps)
         normalised[rows] = np.where(bearing[rows], block, 0.0)
-    return same_kind(_returns_to_go(normalised, valid, 1.0), token_rewards)
+    return same_kind(_returns_to_go(normalised, valid, 1.0) if return_to_go else normalised, token_rewards)
 
 
 def token_rloo_advantages(token_rewards: Any, mask: Any, groups: Sequence[Hashable] | int) -> Any:
