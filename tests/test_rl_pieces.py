@@ -238,7 +238,7 @@ _SCORE = st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0]), st.ju
 
 def _scored_rows(groups: list[list[object]], contiguous: bool) -> list[dict[str, object]]:
     """Rows of several prompts (`q0`, `q1`, ...), each candidate scored as given, grouped or round-robin."""
-    rows = [[{"prompt": f"q{g}", "response": f"r{i % 3}",
+    rows: list[list[dict[str, object]]] = [[{"prompt": f"q{g}", "response": f"r{i % 3}",
               "score": {"value": None, "error": "boom"} if value == "error" else {"value": value, "error": None}}
              for i, value in enumerate(values)] for g, values in enumerate(groups)]
     if contiguous:
