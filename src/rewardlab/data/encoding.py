@@ -371,8 +371,10 @@ class _PromptCache:
             self._ids[index] = self._tokenize(self.versions()[index])
         return self._ids[index]
 
-    def fit(self, budget: int) -> tuple[int, list[int]]:
-        """(turns dropped, ids) of the longest shorter version within `budget`, else of the shortest version."""
+    def fit(self, budget: int, at_least: int = 0) -> tuple[int, list[int]]:
+        """(turns dropped, ids) of the longest shorter version within `budget`, else of the shortest version; a
+        version under `at_least` tokens is passed over for the next longer one (to be cut from the left), so
+        dropping whole turns never takes the prompt below its floor."""
         versions = self.versions()
         if not versions:
             return 0, self.full()
@@ -383,6 +385,10 @@ class _PromptCache:
                 high = middle
             else:
                 low = middle + 1
+        while low >= 0 and len(self.version_ids(low)) < at_least:
+            low -= 1
+        if low < 0:
+            return 0, self.full()
         return len(self.messages) - len(versions[low]), self.version_ids(low)
 
 
@@ -427,7 +433,7 @@ def _fit(parts: _Parts, budget: int, truncation: str, cache: _PromptCache) -> tu
         return prompt_ids, response_ids, 0
     turns_dropped = 0
     if cache.versions():  # drop the oldest turns first
-        turns_dropped, prompt_ids = cache.fit(prompt_budget)
+        turns_dropped, prompt_ids = cache.fit(prompt_budget, at_least=floor)
     if len(prompt_ids) > prompt_budget:
         prompt_ids = prompt_ids[len(prompt_ids) - prompt_budget :]
     return prompt_ids, response_ids, turns_dropped
