@@ -340,12 +340,28 @@ BY_DESIGN: dict[tuple[str, str], str] = {
     ("retrieval", "multiple"): "the right trajectory pasted whole is a search call with its results: a loop that "
                                "lets the policy write after </search> must pass metadata (docs/security.md)",
 }
-FINDINGS: dict[tuple[str, str], str] = {
-    ("f1", "hedge"): "finding, no owner: token F1 gives partial credit to 'WRONG or GOLD' and candidate lists",
-    ("f1", "multiple"): "finding, no owner: token F1 gives partial credit to a response holding the right answer "
-                        "and then a wrong one",
-    ("f1", "padding"): "finding, no owner: token F1 gives partial credit when the gold is glued beside a wrong answer",
-}
+FINDINGS: dict[tuple[str, str], str] = {}
+"""Attacks known to pay on a built-in reward, with why (empty: none pays)."""
+
+
+def test_f1_hedges_earn_partial_credit_never_the_right_answers() -> None:
+    """f1 is tagged partial_credit: a hedge or glued gold gains over the wrong answer (reported as partial) but
+    never reaches the right answer's value, which is what would make it pay."""
+    report = attack(_built_in("f1"), BUILT_IN["f1"][1], attacks=["hedge", "multiple", "padding"], time_budget=60.0)
+    assert report.partial_credit and report.paying == []
+    partial = {r.name: r for r in report.partial}
+    assert {"hedge_or", "right_then_wrong", "glued_gold_prefix"} <= set(partial)
+    example = partial["hedge_or"].partial_example
+    assert example is not None and example.value is not None and example.right_value is not None
+    assert example.wrong_value is not None and example.wrong_value < example.value < example.right_value
+    assert report.to_dict()["partial"] and report.to_dict()["partial_credit"] is True
+
+
+def test_exact_match_is_not_partial_credit_so_any_gain_pays() -> None:
+    weak = rewardlab.reward(lambda s: 0.5 if str(s.reference) in s.response else 0.0, name="contains_gold")
+    report = attack(weak, BUILT_IN["exact_match"][1], attacks=["hedge"], time_budget=60.0)
+    assert not report.partial_credit and "hedge_or" in {r.name for r in report.paying}
+
 
 _LOADED: dict[str, Reward] = {}
 
@@ -400,12 +416,10 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
 
 _SEMANTIC = [A("What is the capital of France?", "Paris is the capital of France.", "The capital of France is Paris.",
                "Lyon is the capital of France.")]
-_SOFT = "finding, no owner: a similarity reward pays a wrong answer that also quotes the right one (inherent to it)"
 
 
 @pytest.mark.parametrize(("spec", "category"), [
-    pytest.param(spec, category, id=f"{spec}-{category}",
-                 marks=[pytest.mark.xfail(strict=True, reason=_SOFT)] if category in ("hedge", "multiple") else [])
+    pytest.param(spec, category, id=f"{spec}-{category}")
     for spec in ("semantic", "bertscore") for category in ("hedge", "multiple", "special_tokens", "verdict")
 ])
 def test_similarity_rewards_against_attacks(spec: str, category: str) -> None:
@@ -465,11 +479,10 @@ def test_model_rewards_never_stall_on_attacks(build: object) -> None:
 _REDOS = [AttackSample("Say some a's", "aaaa", None, "b")]
 
 
-@pytest.mark.xfail(strict=True, reason="finding, no owner: regex has no default time limit, so an operator's pattern "
-                                       "with nested quantifiers stalls on a 30,000-character response")
 def test_regex_with_nested_quantifiers_does_not_stall() -> None:
+    """The match has its own time limit (1 s by default): the bait scores the failing value, never a stall."""
     report = attack(rewardlab.load({"regex": {"pattern": r"^(a+)+$"}}), _REDOS, attacks=["regex_bait"],
-                    time_budget=2.0)
+                    time_budget=10.0)
     assert report.stalling == []
 
 

@@ -119,3 +119,18 @@ def test_json_fence_stripping_is_linear_and_exact() -> None:
     assert reward.score_one(Sample(response='```json\n{"a": 1}\n```')).value == 1.0
     assert reward.score_one(Sample(response='```\n[1, 2]\n```')).value == 1.0
     assert reward.score_one(Sample(response="```json\n" + "```   \n" * 50_000)).value == 0.0
+
+
+def test_regex_bait_is_stopped_by_the_match_time_limit() -> None:
+    import time
+
+    slow = rewardlab.load({"regex": {"pattern": r"^(a+)+$", "timeout": 0.2}})
+    started = time.perf_counter()
+    (score,) = slow.score([Sample(response="a" * 30_000 + "b")])
+    assert time.perf_counter() - started < 30
+    assert score.value == 0.0 and score.error is None and score.info["limit"] == "timeout"
+    slow.configure(timeout=0.3)
+    assert slow.match_timeout == 0.3  # type: ignore[attr-defined]
+    assert slow.score_one(Sample(response="aaaa")).value == 1.0
+    with pytest.raises(Exception, match="memory_mb"):
+        slow.configure(memory_mb=10)

@@ -175,7 +175,9 @@ def _references(reference: Any) -> tuple[list[str] | None, str | None]:
 
 
 class _EncoderReward(Reward):
-    """Shared options and lifecycle of the encoder rewards."""
+    """Shared options and lifecycle of the encoder rewards (similarities: partial credit by design)."""
+
+    tags = frozenset({"partial_credit"})
 
     def __init__(self, *, encoder: str | None = None, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int = 64,
                  precision: str = "fp32", device: str = "cpu", cache_size: int = 4096,

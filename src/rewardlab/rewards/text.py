@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import re
 import string
 from collections.abc import Sequence
 from typing import Any
+
+import regex
 
 from rewardlab.registry import register
 from rewardlab.rewards._markup import tag_blocks
@@ -30,7 +33,7 @@ from rewardlab.rewards._strict_json import (
     schema_problems,
     strict_json,
 )
-from rewardlab.runtime import PerSampleReward
+from rewardlab.runtime import PerSampleReward, check_runtime_options
 from rewardlab.types import Sample, Score
 
 __all__ = [
@@ -179,9 +182,14 @@ class ExactMatch(_AnswerReward):
 
 @register("f1")
 class TokenF1(_AnswerReward):
-    """Token-level F1 against the best-matching reference (SQuAD normalisation)."""
+    """Token-level F1 against the best-matching reference (SQuAD normalisation).
+
+    Partial credit by design: any response sharing tokens with the gold (a hedge "A or B", the gold glued to a
+    wrong answer) earns part of the credit, never all of it; use `exact_match` where a hedge must earn nothing.
+    """
 
     name = "f1"
+    tags = frozenset({"partial_credit"})
 
     def score_sample(self, sample: Sample) -> Score:
         references = references_of(sample, self.name)
@@ -193,29 +201,51 @@ class TokenF1(_AnswerReward):
 
 @register("regex")
 class RegexMatch(PerSampleReward):
-    """1.0 when the response matches `pattern` (`mode`: search, match or fullmatch), else 0.0."""
+    """1.0 when the response matches `pattern` (`mode`: search, match or fullmatch), else 0.0.
+
+    The match runs with a time limit, `timeout` seconds (default 1; `--timeout` sets it): a pattern with nested
+    quantifiers (`^(a+)+$`) takes exponential time on a response written for it, and such a response scores the
+    failing value 0.0 with `info["limit"] = "timeout"` instead of holding the scorer. The `regex` engine
+    (compatible with `re`) enforces the limit inside the process, so no worker process is needed.
+    """
 
     name = "regex"
     failure_value: float | None = 0.0
+    honours = frozenset({"workers", "timeout"})
 
     def __init__(self, pattern: str, *, mode: str = "search", ignore_case: bool = False, multiline: bool = False,
-                 dotall: bool = True) -> None:
+                 dotall: bool = True, timeout: float = 1.0) -> None:
         if mode not in ("search", "match", "fullmatch"):
             raise ValueError(f"mode must be 'search', 'match' or 'fullmatch', got {mode!r}")
-        flags = re.IGNORECASE if ignore_case else 0
-        flags |= (re.MULTILINE if multiline else 0) | (re.DOTALL if dotall else 0)
+        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"regex: timeout must be > 0 seconds, got {timeout!r}")
+        flags = regex.IGNORECASE if ignore_case else 0
+        flags |= (regex.MULTILINE if multiline else 0) | (regex.DOTALL if dotall else 0)
         try:
-            re.compile(pattern, flags)
-        except re.error as error:
+            regex.compile(pattern, flags)
+        except (regex.error, ValueError) as error:
             raise ValueError(f"invalid regular expression {pattern!r}: {error}") from error
         self.pattern = pattern
         self.mode = mode
         self.flags = flags
+        self.match_timeout = float(timeout)
+
+    def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
+        """`timeout` is the match's own time limit; `workers` runs samples concurrently (threads)."""
+        if timeout is not None:
+            check_runtime_options(timeout=timeout)
+            self.match_timeout = float(timeout)
+        if workers is not None:
+            super()._configure(workers=workers, timeout=None, memory_mb=None)
 
     def score_sample(self, sample: Sample) -> Score:
         text = response_text(sample, self.name)
-        compiled = re.compile(self.pattern, self.flags)
-        matched = getattr(compiled, self.mode)(text) is not None
+        compiled = regex.compile(self.pattern, self.flags)
+        try:
+            matched = getattr(compiled, self.mode)(text, timeout=self.match_timeout) is not None
+        except TimeoutError:
+            return Score(value=0.0, info={"limit": "timeout",
+                                          "reason": f"the match ran past {self.match_timeout:g} s"})
         return Score(value=float(matched))
 
 

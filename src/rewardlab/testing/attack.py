@@ -25,6 +25,7 @@ from rewardlab.testing.attacks import (
     perturbed,
     select_attacks,
 )
+from rewardlab.testing.checks import reward_tags
 from rewardlab.testing.deadline import Deadline
 from rewardlab.types import Prompt, Reward, Sample, Score
 
@@ -101,8 +102,10 @@ class AttackResult:
     paid: int = 0
     stalled: int = 0
     errors: int = 0
+    partial: int = 0
     pay_example: Example | None = None
     stall_example: Example | None = None
+    partial_example: Example | None = None
 
     @property
     def pay_rate(self) -> float:
@@ -120,6 +123,8 @@ class AttackResult:
                 "tried": self.tried, "informative": self.informative, "paid": self.paid,
                 "pay_rate": self.pay_rate, "stalled": self.stalled, "stall_rate": self.stall_rate,
                 "errors": self.errors,
+                "partial": self.partial,
+                "partial_example": None if self.partial_example is None else self.partial_example.to_dict(),
                 "pay_example": None if self.pay_example is None else self.pay_example.to_dict(),
                 "stall_example": None if self.stall_example is None else self.stall_example.to_dict()}
 
@@ -138,11 +143,18 @@ class AttackReport:
     abandoned_threads: int = 0
     interrupted: int = 0
     seconds: float = 0.0
+    partial_credit: bool = False
 
     @property
     def paying(self) -> list[AttackResult]:
         """The attacks that paid more than the honest wrong answer on at least one sample."""
         return [r for r in self.results if r.paid]
+
+    @property
+    def partial(self) -> list[AttackResult]:
+        """For a reward tagged `partial_credit`: the attacks that gained over the honest wrong answer without
+        reaching the honest right one (reported, not counted as paying)."""
+        return [r for r in self.results if r.partial]
 
     @property
     def stalling(self) -> list[AttackResult]:
@@ -160,6 +172,7 @@ class AttackReport:
                 "samples": self.samples,
                 "informative_samples": self.samples - len(self.uninformative),
                 "paying": [r.name for r in self.paying], "stalling": [r.name for r in self.stalling],
+                "partial_credit": self.partial_credit, "partial": [r.name for r in self.partial],
                 "abandoned_threads": self.abandoned_threads, "interrupted": self.interrupted,
                 "seconds": round(self.seconds, 3),
                 "categories": dict(CATEGORIES), "baselines": self.baselines, "uninformative": self.uninformative,
@@ -229,7 +242,7 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
     started = time.perf_counter()
     runner = Deadline(use_alarm=use_alarm)
     report = AttackReport(reward=reward.name, time_budget=time_budget, samples=len(items),
-                          fingerprint=reward.fingerprint())
+                          fingerprint=reward.fingerprint(), partial_credit="partial_credit" in reward_tags(reward))
     total = len(chosen) + 1
 
     contexts: list[AttackContext | None] = []
@@ -257,7 +270,7 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
 
     for done, chosen_attack in enumerate(chosen, start=2):
         report.results.append(_run_one(reward, chosen_attack, items, contexts, right_values, wrong_values,
-                                       runner, time_budget, tolerance))
+                                       runner, time_budget, tolerance, report.partial_credit))
         if on_progress:
             on_progress(done, total)
     report.abandoned_threads = runner.abandoned
@@ -268,8 +281,9 @@ def attack(reward: Reward, samples: Sequence[AttackSample | Mapping[str, Any]], 
 
 def _run_one(reward: Reward, chosen: Attack, items: Sequence[AttackSample], contexts: Sequence[AttackContext | None],
              right_values: Sequence[float | None], wrong_values: Sequence[float | None], runner: Deadline,
-             time_budget: float, tolerance: float) -> AttackResult:
-    """Score one attack on every sample it applies to."""
+             time_budget: float, tolerance: float, partial_credit: bool = False) -> AttackResult:
+    """Score one attack on every sample it applies to (for a `partial_credit` reward, paying means reaching the
+    honest right answer's value; a smaller gain over the wrong answer is counted as `partial`)."""
     result = AttackResult(name=chosen.name, category=chosen.category, description=chosen.description)
     built: list[tuple[int, str]] = []
     for i, context in enumerate(contexts):
@@ -296,6 +310,11 @@ def _run_one(reward: Reward, chosen: Attack, items: Sequence[AttackSample], cont
             continue
         result.informative += 1
         if value is not None and value > wrong_value + tolerance:
+            right_value = right_values[i]
+            if partial_credit and right_value is not None and value < right_value - tolerance:
+                result.partial += 1
+                result.partial_example = result.partial_example or example
+                continue
             result.paid += 1
             result.pay_example = result.pay_example or example
     return result

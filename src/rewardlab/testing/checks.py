@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 TAGS: dict[str, str] = {
     "batch_dependent": "values depend on the rest of the batch: batch-size invariance is not checked",
     "non_picklable": "holds what cannot be pickled (a live connection, a lock): the pickle checks are skipped",
+    "partial_credit": "gives credit short of the right answer by design (token overlap, similarity): `attack` counts "
+                      "an attack as paying when it scores as much as the honest right answer, and reports smaller "
+                      "gains over the honest wrong answer as `partial`",
 }
 """The tags a reward may declare (a `tags` class attribute; `batch_dependent = True` adds its tag), and why."""
 
