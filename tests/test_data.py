@@ -298,12 +298,12 @@ def test_validation_with_a_tokenizer_counts_pairs_over_the_budget(tmp_path: Path
     pairs = [
         PreferencePair("a", "b", "c"),  # [CLS] user : a [SEP] b [SEP] = 7 tokens: fits in 8
         PreferencePair("a a a", "b", "c"),  # 9 tokens each side: 1 prompt token cut from the left on each side
-        PreferencePair("a", "b b b b b b b b", "c"),  # chosen: 8 response tokens > 8 - 3 specials: 3 cut, prompt too
-    ]
+        PreferencePair("a", "b b b b b b b b", "c"),  # chosen: 8 response tokens > 5 - 1 (the prompt's floor): 4 cut,
+    ]                                                  # and the prompt cut to its floor (2 of 3 tokens)
     report = validate_pairs(pairs, tokenizer=tokenizer, max_length=8)
     assert report.rows["over_length"] == [2, 3] and report.rows["response_truncated"] == [3]
-    assert report.response_tokens_dropped == 3
-    assert report.prompt_tokens_dropped == 1 + 1 + 3
+    assert report.response_tokens_dropped == 4
+    assert report.prompt_tokens_dropped == 1 + 1 + 2
     assert report.token_lengths["max"] == 3 + 3 + 8
 
 
