@@ -123,3 +123,12 @@ def test_every_built_in_reward_declares_a_json_ready_contract() -> None:
 ])
 def test_trainer_value_masks_errors_and_not_applicable(score: Score, expected: float | None) -> None:
     assert score.trainer_value() == expected
+
+
+def test_verifiable_families_declare_the_objectives_they_emit() -> None:
+    declared = {spec: rewardlab.load(spec).objective_names()
+                for spec in ("json", "length", "think_format", "tool_call", "sql", "retrieval", "citation")}
+    assert declared["json"] == ("parses", "schema")
+    assert declared["think_format"][0] == "structure" and declared["sql"][-1] == "match"
+    (score,) = rewardlab.load("think_format").score([Sample(response="<think>x</think><answer>y</answer>")])
+    assert set(score.objectives) <= set(declared["think_format"])

@@ -322,6 +322,7 @@ class Reward(ABC):
     batch_dependent: bool = False
     failure_value: float | None = None
     honours: frozenset[str] = frozenset()
+    declared_objectives: tuple[str, ...] = ()
 
     @abstractmethod
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
@@ -373,8 +374,9 @@ class Reward(ABC):
         return ()
 
     def objective_names(self) -> tuple[str, ...]:
-        """The names this reward's `Score.objectives` may carry (a composite: its parts' names)."""
-        return ()
+        """The names this reward's `Score.objectives` may carry: its `declared_objectives` (a composite: its parts'
+        names; a family whose names depend on its configuration overrides this)."""
+        return tuple(self.declared_objectives)
 
     def config(self) -> dict[str, Any]:
         """What configures this reward, as plain data: its public attributes, runtime limits left out."""

@@ -43,6 +43,7 @@ class ThinkFormat(PerSampleReward):
     """
 
     name = "think_format"
+    declared_objectives = ('structure', 'think_nonempty', 'answer_nonempty', 'single', 'nothing_outside')
     failure_value: float | None = 0.0
 
     def __init__(self, *, think_tag: str = "think", answer_tag: str | None = "answer", think_in_prompt: bool = False,

@@ -324,6 +324,7 @@ class RetrievalReward(_SearchAgentReward):
     """
 
     name = "retrieval"
+    declared_objectives = ('recall', 'mrr', 'hit', 'precision')
     failure_value: float | None = 0.0
 
     def __init__(self, *, k: int | None = None, metric: str = "recall",
@@ -389,6 +390,7 @@ class SearchBudgetReward(_SearchAgentReward):
     """
 
     name = "search_budget"
+    declared_objectives = ('searches', 'over_budget', 'penalty', 'bonus', 'correct')
 
     def __init__(self, *, budget: int = 1, penalty: float = 0.1, bonus: float = 0.0, answer_weight: float = 0.0,
                  max_penalty: float | None = None, correct_by: str = "em", f1_threshold: float = 0.5,
@@ -444,6 +446,7 @@ class CitationReward(_SearchAgentReward):
     """
 
     name = "citation"
+    declared_objectives = ('cited', 'valid', 'supported')
     failure_value: float | None = 0.0
 
     def __init__(self, *, support: str = "any", answer_source: str = "gold",

@@ -104,6 +104,7 @@ class SQLExecution(PerSampleReward):
     """
 
     name = "sql"
+    declared_objectives = ('extracted', 'parses', 'executes', 'columns', 'row_f1', 'match')
     failure_value = 0.0
 
     def __init__(self, *, timeout: float | None = None, max_rows: int = 10_000, order: str = "auto",

@@ -268,6 +268,7 @@ class JsonFormat(PerSampleReward):
     """1.0 when the response parses as JSON (code fences allowed) and validates against `schema`, else 0.0."""
 
     name = "json"
+    declared_objectives = ('parses', 'schema')
     failure_value: float | None = 0.0
 
     def __init__(self, schema: dict[str, Any] | str | None = None, *, allow_fence: bool = True) -> None:
@@ -354,6 +355,7 @@ class LengthReward(PerSampleReward):
     """
 
     name = "length"
+    declared_objectives = ('target', 'overlong')
 
     def __init__(self, *, target: int | None = None, max_length: int | None = None, overlong_buffer: int = 0,
                  unit: str = "tokens", tokenizer: str | None = None) -> None:

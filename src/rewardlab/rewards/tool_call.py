@@ -197,6 +197,7 @@ class ToolCallReward(PerSampleReward):
     """
 
     name = "tool_call"
+    declared_objectives = ('parsed', 'count', 'name', 'arguments', 'schema')
     failure_value: float | None = 0.0
 
     def __init__(self, *, tag: str | None = "tool_call", ordered: bool = False, coerce_types: bool = False,
