@@ -120,6 +120,37 @@ def test_a_trl_style_bf16_accelerator_does_not_leak_into_the_run(tmp_path: Path,
     assert AcceleratorState().mixed_precision == "bf16"
 
 
+@pytest.mark.parametrize("found", [None, "no", "bf16"])
+def test_claim_then_release_gives_back_exactly_what_was_found(found: str | None) -> None:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    from rewardlab.train.precision import OwnedAcceleratorState
+
+    if found is not None:
+        Accelerator(mixed_precision=found, cpu=True, gradient_accumulation_steps=4)
+    before = (dict(AcceleratorState._shared_state), dict(GradientState._shared_state))
+    owned = OwnedAcceleratorState("no")
+    assert owned.claim() == (found if found == "bf16" else None)
+    ours = Accelerator(mixed_precision="no", cpu=True)  # accelerate would refuse this over a bf16 state
+    assert ours.mixed_precision == "no" and ours.gradient_accumulation_steps == 1
+    owned.release()
+    assert (dict(AcceleratorState._shared_state), dict(GradientState._shared_state)) == before
+    owned.release()  # a second release changes nothing
+    assert dict(AcceleratorState._shared_state) == before[0]
+
+
+def test_a_run_that_fails_still_gives_the_other_trainers_state_back(tmp_path: Path, llama: str) -> None:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    Accelerator(mixed_precision="bf16", cpu=True)
+    with pytest.raises(ValueError, match="no training data"):
+        train_reward_model(small(tmp_path, llama, "no-data"), quiet=True)
+    assert AcceleratorState().mixed_precision == "bf16"
+    assert not (tmp_path / "no-data").exists()
+
+
 def test_the_launcher_precision_is_overridden_and_said(tmp_path: Path, llama: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # as `accelerate launch --mixed_precision bf16`
