@@ -13,42 +13,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from rewardlab.train import TrainConfig, train_reward_model
 from rewardlab.train.precision import BF16_MIN_SPEEDUP, bf16_supported, measure_bf16, resolve_precision
 from rewardlab.train.trainer import RewardTrainer
-from rewardlab.types import PreferencePair
+from tests.test_trainer import config, easy_pairs
+from tests.test_trainer import saved_weights as weights
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def easy_pairs(n: int) -> list[PreferencePair]:
-    """The chosen answer names the capital, the rejected one refuses."""
-    capitals = ["paris", "rome", "the answer is paris", "paris is the capital", "it is paris"]
-    refusals = ["sorry", "i am sorry , i cannot help", "no", "i cannot help you", "sorry , no"]
-    return [PreferencePair(prompt=f"what is the capital of france ? ({i})", chosen=capitals[i % 5],
-                           rejected=refusals[(i * 3) % 5], subset="easy", id=str(i)) for i in range(n)]
-
-
 def small(tmp_path: Path, backbone: str, name: str, **overrides: object) -> TrainConfig:
-    """A small fp32 single-thread config (fast and bitwise reproducible)."""
-    values: dict[str, object] = {
-        "backbone": backbone, "output": str(tmp_path / name), "lr": 2e-3, "batch_size": 8, "max_length": 32,
-        "precision": "fp32", "num_threads": 1, "save_every": 0, "eval_split": 0.0, "log_every": 1,
-        "freeze_layers": 0, "max_steps": 3,
-    }
-    values.update(overrides)
-    return TrainConfig(**values)  # type: ignore[arg-type]
-
-
-def weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a saved reward-model folder."""
-    tensors = load_file(str(folder / "model.safetensors"))
-    head = folder / "reward_head.safetensors"
-    if head.is_file():
-        tensors.update({f"@{k}": v for k, v in load_file(str(head)).items()})
-    return tensors
+    """`tests.test_trainer.config` (small, fp32, one thread: bitwise reproducible) stopped after 3 steps."""
+    return config(tmp_path, backbone, name, **{"max_steps": 3, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +157,8 @@ from accelerate import PartialState
 from rewardlab.models import RewardModel
 from rewardlab.train import TrainConfig
 from rewardlab.train.trainer import RewardTrainer
-from rewardlab.types import PreferencePair
+from tests.test_trainer import config, easy_pairs
+from tests.test_trainer import saved_weights as weights
 
 class GatheringTrainer(RewardTrainer):
     def _state_is_sharded(self) -> bool:  # take the FSDP / ZeRO-3 path: a fresh model filled with the gathered dict
