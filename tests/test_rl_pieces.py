@@ -321,3 +321,13 @@ def tempfile_dir() -> str:
     import tempfile
 
     return tempfile.gettempdir()
+
+
+def test_spread_groups_finds_the_groups_that_come_back(tmp_path: Path) -> None:
+    from rewardlab.integrations.scored import group_digest, spread_groups
+
+    rows = [{"prompt": p, "response": "r", "score": 1.0} for p in ["a", "a", "b", "c", "b", "a", "d", "d"]]
+    src = _write(tmp_path / "scored.jsonl", rows, junk=True)  # a broken line between rows does not end a run
+    assert spread_groups(src) == {group_digest(("text", "a")), group_digest(("text", "b"))}
+    contiguous = _write(tmp_path / "contiguous.jsonl", sorted(rows, key=lambda r: str(r["prompt"])), junk=False)
+    assert spread_groups(contiguous) == set()

@@ -10,11 +10,12 @@ Rows (TRL's preference format, `trl.data_utils.is_conversational` decides which)
 responses become one assistant turn each: `{"prompt": [...], "chosen": [{"role": "assistant", "content": ...}],
 "rejected": [...]}`. Both carry `score_chosen` and `score_rejected` (UltraFeedback-binarized's column names).
 
-`pairs_jsonl` streams a file in two passes: the first keeps, per group, a digest, its counts and where its best and
-worst candidates are (never a row); the second holds a row only until its group's pairs can be written. Groups
-whose rows are contiguous (as `rewardlab score` writes rollouts) therefore cost one group's rows of memory, and
-their pairs come out in the order `build_pairs` gives; a group spread over the file is written when its last
-candidate has been read.
+`pairs_jsonl` streams a file: a first pass finds the groups whose rows are not contiguous (`spread_groups`, a
+fixed-size Bloom filter); the writing pass hands each run of a contiguous group to `build_pairs`, holding one run
+at a time, so files written as `rewardlab score` writes rollouts cost one group's rows of memory whatever their
+size and give exactly `build_pairs`'s pairs in its order. A spread group costs one more pass that keeps its counts
+and where its best and worst candidates are, and its rows are held until its pairs can be written, at its last
+candidate.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.integrations.scored import ScoredRow, group_digest, grouped, iter_scored_jsonl, rereadable
+from rewardlab.integrations.scored import ScoredRow, grouped, iter_runs, rereadable, spread_groups
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Strategy = Literal["best-worst", "all"]
@@ -151,6 +152,13 @@ class _GroupPlan:
             self.worst = (row.value, row.line)
 
 
+def _add_counts(stats: PairStats, part: PairStats) -> None:
+    """Add the counts of one group's `build_pairs` to the file's."""
+    for name in ("rows", "groups", "pairs", "failed", "not_applicable", "lone_groups", "ties", "below_margin",
+                 "identical"):
+        setattr(stats, name, getattr(stats, name) + getattr(part, name))
+
+
 def pairs_jsonl(
     input_path: str | Path,
     output_path: str | Path,
@@ -166,14 +174,16 @@ def pairs_jsonl(
     if not margin >= 0:
         raise ValueError(f"margin must be >= 0, got {margin!r}")
     stats = PairStats()
-    plans: dict[bytes, _GroupPlan] = {}
     with rereadable(input_path) as source:
-        for item in iter_scored_jsonl(source, score_field=score_field):
-            if isinstance(item, tuple):
-                stats.skipped_lines.append(item)
-            else:
-                plans.setdefault(group_digest(item.group), _GroupPlan()).add(item)
-        needed: dict[int, bytes] = {}  # line → its group, for the rows the second pass must hold
+        spread = spread_groups(source, score_field=score_field)
+        plans: dict[bytes, _GroupPlan] = {}
+        if spread:
+            for digest, run in iter_runs(source, [], score_field=score_field):
+                if digest in spread:
+                    plan = plans.setdefault(digest, _GroupPlan())
+                    for row in run:
+                        plan.add(row)
+        needed: dict[int, bytes] = {}  # line → its spread group, for the rows the writing pass must hold
         for key, plan in plans.items():
             stats.groups += 1
             stats.rows += plan.rows
@@ -190,36 +200,38 @@ def pairs_jsonl(
                     needed[plan.best[1]] = needed[plan.worst[1]] = key
         held: dict[bytes, list[ScoredRow]] = {}
         with atomic_writer(output_path) as handle:
-            for item in iter_scored_jsonl(source, score_field=score_field):
-                if isinstance(item, tuple) or item.value is None:
+
+            def write(chosen: ScoredRow, rejected: ScoredRow) -> None:
+                if _keep(chosen, rejected, margin, stats):
+                    handle.write(dumps_row(preference_row(chosen, rejected)) + "\n")
+                    stats.pairs += 1
+
+            for digest, run in iter_runs(source, stats.skipped_lines, score_field=score_field):
+                if digest not in spread:  # the whole group: exactly what build_pairs gives, in file order
+                    pairs, part = build_pairs(run, strategy=strategy, margin=margin)
+                    _add_counts(stats, part)
+                    for pair in pairs:
+                        handle.write(dumps_row(pair) + "\n")
                     continue
-                if strategy == "best-worst":
-                    key = needed.pop(item.line, b"")
-                    if not key:
+                plan = plans[digest]
+                for item in run:
+                    if item.value is None or plan.usable < 2:
                         continue
-                    members = held.setdefault(key, [])
+                    if strategy == "best-worst":
+                        if needed.pop(item.line, None) is None:
+                            continue
+                        members = held.setdefault(digest, [])
+                        members.append(item)
+                        if len(members) == 2:
+                            del held[digest]
+                            assert plan.best is not None
+                            chosen, rejected = members if members[0].line == plan.best[1] else members[::-1]
+                            write(chosen, rejected)
+                        continue
+                    members = held.setdefault(digest, [])
                     members.append(item)
-                    if len(members) < 2:
-                        continue
-                    del held[key]
-                    plan = plans[key]
-                    assert plan.best is not None
-                    chosen, rejected = members if members[0].line == plan.best[1] else members[::-1]
-                    if _keep(chosen, rejected, margin, stats):
-                        handle.write(dumps_row(preference_row(chosen, rejected)) + "\n")
-                        stats.pairs += 1
-                    continue
-                key = group_digest(item.group)
-                plan = plans[key]
-                if plan.usable < 2:
-                    continue
-                members = held.setdefault(key, [])
-                members.append(item)
-                if item.line != plan.last:
-                    continue
-                del held[key]
-                for chosen, rejected in _candidate_pairs(members, "all"):
-                    if _keep(chosen, rejected, margin, stats):
-                        handle.write(dumps_row(preference_row(chosen, rejected)) + "\n")
-                        stats.pairs += 1
+                    if item.line == plan.last:
+                        del held[digest]
+                        for chosen, rejected in _candidate_pairs(members, "all"):
+                            write(chosen, rejected)
     return stats

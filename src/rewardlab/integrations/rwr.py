@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardlab.integrations.advantages import Groups, Rewards, group_ids, reward_array, same_kind
-from rewardlab.integrations.scored import group_digest, iter_scored_jsonl, rereadable
+from rewardlab.integrations.scored import iter_runs, rereadable, spread_groups
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Normalize = Literal["sum", "mean"]
@@ -92,33 +92,39 @@ def rwr_jsonl(
 ) -> WeightStats:
     """Write every scored row of `input_path` with its RWR weight in `weight_field` (groups: `group`, else prompt).
 
-    Streams the file in two passes (a stream is spooled to a temporary file first): the first keeps one running
-    softmax denominator per group (a 16-byte digest and three numbers, never a row), the second writes each row
-    with its weight, in file order. The weights are `rwr_weights`'s up to float rounding.
+    Streams the file (a stream is spooled to a temporary file first): a first pass finds the groups whose rows are
+    not contiguous (`spread_groups`); the writing pass weighs each run of a contiguous group as `rwr_weights` does
+    and writes it, holding one run at a time. A spread group's softmax denominator comes from one more pass that
+    keeps only those groups' running sums. Rows come out in file order.
     """
     if not (isinstance(beta, int | float) and math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
     if normalize not in ("sum", "mean"):
         raise ValueError(f"normalize must be 'sum' or 'mean', got {normalize!r}")
     stats = WeightStats()
-    groups: dict[bytes, _GroupSoftmax] = {}
     with rereadable(input_path) as source:
-        for item in iter_scored_jsonl(source, score_field=score_field):
-            if isinstance(item, tuple):
-                stats.skipped_lines.append(item)
-                continue
-            stats.rows += 1
-            stats.failed += item.status == "failed"
-            stats.not_applicable += item.status == "not_applicable"
-            softmax = groups.setdefault(group_digest(item.group), _GroupSoftmax())
-            if item.value is not None:
-                softmax.add(item.value / beta)
-        stats.groups = len(groups)
+        spread = spread_groups(source, score_field=score_field)
+        softmax: dict[bytes, _GroupSoftmax] = {}
+        if spread:
+            for digest, run in iter_runs(source, [], score_field=score_field):
+                if digest in spread:
+                    group = softmax.setdefault(digest, _GroupSoftmax())
+                    for row in run:
+                        if row.value is not None:
+                            group.add(row.value / beta)
         with atomic_writer(output_path) as handle:
-            for item in iter_scored_jsonl(source, score_field=score_field):
-                if isinstance(item, tuple):
-                    continue
-                value = item.value
-                weight = 0.0 if value is None else groups[group_digest(item.group)].weight(value / beta, normalize)
-                handle.write(dumps_row({**item.row, weight_field: weight}) + "\n")
+            for digest, run in iter_runs(source, stats.skipped_lines, score_field=score_field):
+                stats.rows += len(run)
+                stats.failed += sum(r.status == "failed" for r in run)
+                stats.not_applicable += sum(r.status == "not_applicable" for r in run)
+                if digest in spread:
+                    group = softmax[digest]
+                    weights = [0.0 if r.value is None else group.weight(r.value / beta, normalize) for r in run]
+                else:
+                    stats.groups += 1
+                    weights = [float(w) for w in rwr_weights([r.value for r in run], [0] * len(run), beta=beta,
+                                                             normalize=normalize)]
+                for row, weight in zip(run, weights, strict=True):
+                    handle.write(dumps_row({**row.row, weight_field: weight}) + "\n")
+    stats.groups += len(spread & softmax.keys())
     return stats

@@ -1,8 +1,10 @@
 """Read the rows `rewardlab score` writes (sample fields + `score`) and group them by prompt for pairs and weights.
 
-`iter_scored_jsonl` streams a file row by row; `rereadable` makes a stream (standard input, a FIFO) readable
-twice by spooling it to a temporary file, so `rewardlab pairs` and `rewardlab rwr` read any input in two passes
-with memory that grows with the number of groups, never with the file.
+`iter_scored_jsonl` streams a file row by row and `iter_runs` run by run (consecutive rows of one group);
+`spread_groups` finds, in one pass with a fixed-size Bloom filter, the groups whose rows are not all in one run;
+`rereadable` makes a stream (standard input, a FIFO) readable more than once by spooling it to a temporary file.
+With them `rewardlab pairs` and `rewardlab rwr` hold one run of rows at a time, plus state for spread groups only:
+memory stays flat on files whose groups are contiguous (as `rewardlab score` writes rollouts), whatever their size.
 """
 
 from __future__ import annotations
@@ -109,6 +111,58 @@ def iter_scored_jsonl(path: str | Path, *, score_field: str = "score") -> Iterat
             continue
         parsed = scored_row(line.number, line.row, score_field)
         yield (line.number, parsed) if isinstance(parsed, str) else parsed
+
+
+def iter_runs(
+    path: str | Path, skipped: list[tuple[int, str]], *, score_field: str = "score"
+) -> Iterator[tuple[bytes, list[ScoredRow]]]:
+    """Stream a scored file as runs: (group digest, consecutive rows of that group); skipped lines go to `skipped`
+    and do not break a run."""
+    digest: bytes | None = None
+    run: list[ScoredRow] = []
+    for item in iter_scored_jsonl(path, score_field=score_field):
+        if isinstance(item, tuple):
+            skipped.append(item)
+            continue
+        key = group_digest(item.group)
+        if key != digest and run:
+            assert digest is not None
+            yield digest, run
+            run = []
+        digest = key
+        run.append(item)
+    if run and digest is not None:
+        yield digest, run
+
+
+class _Bloom:
+    """A fixed-size Bloom filter over 16-byte digests (4 probes from the digest's own bits): no false negatives."""
+
+    def __init__(self, bits: int = 1 << 24) -> None:
+        self.bits = bits
+        self.table = bytearray(bits // 8)
+
+    def _probes(self, digest: bytes) -> list[int]:
+        return [int.from_bytes(digest[i : i + 4], "little") % self.bits for i in range(0, 16, 4)]
+
+    def add(self, digest: bytes) -> None:
+        for probe in self._probes(digest):
+            self.table[probe >> 3] |= 1 << (probe & 7)
+
+    def __contains__(self, digest: bytes) -> bool:
+        return all(self.table[probe >> 3] & (1 << (probe & 7)) for probe in self._probes(digest))
+
+
+def spread_groups(path: str | Path, *, score_field: str = "score") -> set[bytes]:
+    """Digests of the groups that come back after another group's rows (a superset: a Bloom filter false positive
+    adds a contiguous group, which is then handled as spread, still correctly); memory: 2 MiB plus the set."""
+    closed = _Bloom()
+    spread: set[bytes] = set()
+    for digest, _ in iter_runs(path, [], score_field=score_field):
+        if digest in closed:
+            spread.add(digest)
+        closed.add(digest)
+    return spread
 
 
 def group_digest(group: tuple[str, str]) -> bytes:
