@@ -16,6 +16,11 @@ CPU cores). Writes benchmarks/results/dense_credit.json and prints two tables.
    dense rewards. Reported: the mean and the variance of the advantage on wrong and on right tokens, the share of
    wrong tokens pushed down (advantage < 0), and the share of the right tokens of wrong answers pushed down (what
    sequence credit cannot avoid).
+3. First-error localisation (`--localise SPEC ...`, off by default: it needs trained models): GSM8K problems from
+   ../shared/data/gsm8k-test.jsonl.gz as gold and corrupted step rows (`data.steps.gsm8k_step_rows`, the PRM
+   benchmark's labels); each dense SPEC (e.g. `{"redistribute": {"reward": "rm:MY-RM", "method": "gradient"}}`)
+   scores them, its `Score.steps` credit (centred per solution) predicts the first step below −τ (τ chosen on
+   validation problems), and ProcessBench's first-error F1 is reported beside a uniformly random predictor.
 """
 
 from __future__ import annotations
@@ -149,17 +154,68 @@ def simulate(groups: int, *, size: int = 8, tokens: int = 40, p_wrong: float = 0
     return out
 
 
+def localise(specs: list[str], problems: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """First-error F1 of each dense spec on GSM8K-derived step rows (see the module doc), with chance."""
+    import gzip
+    import random
+
+    import rewardlab
+    from rewardlab.data.steps import gsm8k_step_rows
+    from rewardlab.evaluate.process import first_error_f1
+
+    with gzip.open(ROOT.parent / "shared" / "data" / "gsm8k-test.jsonl.gz", "rt", encoding="utf-8") as handle:
+        source = [json.loads(line) for line, _ in zip(handle, range(2 * problems), strict=False)]
+    val_rows = gsm8k_step_rows(source[:problems // 2], seed=seed, corrupt_fraction=1.0)
+    test_rows = gsm8k_step_rows(source[problems // 2:], seed=seed + 1, corrupt_fraction=1.0)
+
+    def predict(steps: list[float] | None, tau: float) -> int | None:
+        if not steps:
+            return None
+        mean = sum(steps) / len(steps)
+        return next((k for k, v in enumerate(steps) if v - mean < -tau), -1)
+
+    rng = random.Random(seed)
+    labels = [r.label for r in test_rows]
+    chance = sum(first_error_f1([rng.randrange(-1, len(r.steps)) for r in test_rows], labels)["f1"] or 0.0
+                 for _ in range(50)) / 50
+    out: dict[str, dict[str, float]] = {}
+    for spec in specs:
+        reward = rewardlab.load(json.loads(spec) if spec.strip().startswith("{") else spec)
+        val = reward.score([r.sample() for r in val_rows])
+        spread = sorted(abs(v - sum(s.steps) / len(s.steps)) for s in val if s.steps for v in s.steps) or [0.0]
+        grid = [spread[int(q * (len(spread) - 1))] for q in (0.1, 0.25, 0.5, 0.75, 0.9)]
+        tau = max(grid, key=lambda t: first_error_f1([predict(s.steps, t) for s in val],
+                                                     [r.label for r in val_rows])["f1"] or 0.0)
+        test = reward.score([r.sample() for r in test_rows])
+        measured = first_error_f1([predict(s.steps, tau) for s in test], labels)
+        out[spec] = {"first_error_f1": measured["f1"] or 0.0, "chance_f1": chance, "tau": tau,
+                     "rows": len(test_rows)}
+        print(f"  {spec[:70]:<70} F1 {out[spec]['first_error_f1']:.3f} (chance {chance:.3f})", flush=True)
+        reward.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--groups", type=int, default=400)
+    parser.add_argument("--localise", nargs="*", default=[], help="dense reward specs to localise first errors with")
+    parser.add_argument("--localise-problems", type=int, default=100)
+    parser.add_argument("--only-localise", action="store_true", help="skip throughput and the simulation")
     args = parser.parse_args()
+    results: dict[str, Any] = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+    if args.localise:
+        print("first-error localisation:", flush=True)
+        results["localisation"] = localise(args.localise, args.localise_problems)
+    if args.only_localise:
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return
     print("throughput:", flush=True)
     rates = throughput(args.samples)
     print("GRPO simulation:", flush=True)
     sim = simulate(args.groups)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"throughput": rates, "simulation": sim,
+    RESULTS.write_text(json.dumps({**results, "throughput": rates, "simulation": sim,
                                    "settings": {"samples": args.samples, "groups": args.groups, "group_size": 8,
                                                 "tokens": 40, "p_wrong": 0.02, "signal": 0.05, "noise": 0.05}},
                                   indent=2) + "\n", encoding="utf-8")
