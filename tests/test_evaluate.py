@@ -34,7 +34,7 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
 
 
 def test_evaluate_in_memory_pairs_hand_values(tmp_path: Path) -> None:
-    result = evaluate([WORDS], PAIRS, output_dir=tmp_path, quiet=True, robustness_pairs=4)
+    result = evaluate([WORDS], PAIRS, output_dir=tmp_path, robustness_pairs=4)
     # word counts: (5 vs 1) right, (1 vs 6) wrong, (7 vs 1) right, (1 vs 1) tie → (2 + 0.5) / 4
     assert result["pairwise_accuracy"] == pytest.approx(0.625)
     assert result["n_pairs"] == 4
@@ -67,7 +67,7 @@ def test_missing_scores_are_reported_not_hidden() -> None:
             raise ValueError("cannot judge this one")
         return None if sample.response == "sure" else float(len(sample.response))
 
-    result = evaluate([picky], PAIRS, quiet=True, robustness_pairs=0)
+    result = evaluate([picky], PAIRS, robustness_pairs=0)
     pairwise = result["pairwise"]
     assert (pairwise["n_scored"], pairwise["n_missing"]) == (2, 2)
     assert result["errors"]["n"] == 1 and "cannot judge" in result["errors"]["examples"][0]["error"]
@@ -80,7 +80,7 @@ def test_subset_weights_sections(tmp_path: Path) -> None:
     weights.write_text("sections:\n  Chat: [chat]\n  Safety: [safety]\nsection_weights:\n  Safety: 0.5\n")
     assert load_subset_weights(weights) == ({"chat": "Chat", "safety": "Safety"}, {"Safety": 0.5})
     assert load_subset_weights({"chat": "Chat"}) == ({"chat": "Chat"}, {})
-    result = evaluate([WORDS], PAIRS, quiet=True, robustness_pairs=0, subset_weights=weights)
+    result = evaluate([WORDS], PAIRS, robustness_pairs=0, subset_weights=weights)
     sections = result["sections"]
     assert sections["sections"]["Chat"]["accuracy"] == pytest.approx(0.5)
     assert sections["score"] == pytest.approx((0.5 + 0.75 * 0.5) / 1.5)
@@ -99,7 +99,7 @@ def test_best_of_n_rows_from_file(tmp_path: Path) -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     loaded = load_eval_data(data)
     assert len(loaded.best_of_n) == 2 and loaded.best_of_n[0].responses[0] == "four words right here"
-    result = evaluate([WORDS], data, quiet=True, robustness_pairs=0)
+    result = evaluate([WORDS], data, robustness_pairs=0)
     assert result["best_of_n"]["accuracy"] == pytest.approx(0.5)
     assert result["best_of_n"]["chance"] == pytest.approx((1 / 4 + 1 / 3) / 2)
     # implied pairs: 3 wins in row 1; row 2: loses to the long one, ties "x" (1 word vs 1 word)
@@ -120,7 +120,7 @@ def test_step_rows_first_error_f1(tmp_path: Path) -> None:
         {"prompt": "3+3", "steps": ["3+3 wrong", "=6"], "label": 1},  # the checker flags step 0: a miss
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = evaluate([step_checker], data, quiet=True, robustness_pairs=0)
+    result = evaluate([step_checker], data, robustness_pairs=0)
     process = result["process"]
     assert process["accuracy_correct"] == 1.0 and process["accuracy_erroneous"] == 0.5
     assert process["f1"] == pytest.approx(2 * 0.5 / 1.5)
@@ -145,7 +145,7 @@ def test_position_consistency_for_pairwise_judges() -> None:
 
     judge = FirstIsLongerJudge()
     judge_reward.compare_pairs = judge.compare_pairs  # type: ignore[attr-defined]
-    result = evaluate([judge_reward], PAIRS, quiet=True, robustness_pairs=0)
+    result = evaluate([judge_reward], PAIRS, robustness_pairs=0)
     pc = result["position_consistency"]
     assert pc["applicable"] is True
     # pair 1 (chars 25 vs 5): the first shown wins both orders → inconsistent; pair 2 (2 vs 31): AB second is
@@ -153,7 +153,7 @@ def test_position_consistency_for_pairwise_judges() -> None:
     # shown wins both orders → inconsistent
     assert pc["consistency"] == pytest.approx(0.25)
     assert pc["first_position_rate"] == pytest.approx(7 / 8)
-    assert evaluate(["length"], PAIRS, quiet=True, robustness_pairs=0)["position_consistency"]["applicable"] is False
+    assert evaluate(["length"], PAIRS, robustness_pairs=0)["position_consistency"]["applicable"] is False
 
 
 def _strip_run_details(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -199,8 +199,8 @@ def test_batch_size_1_and_64_give_the_same_metrics(tmp_path: Path, tiny_backbone
     data = tmp_path / "hh.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in _hh_rows(24)))
     specs = ["length", f"rm:{rm_dir}"]
-    one = evaluate(specs, data, batch_size=1, quiet=True, robustness_pairs=6)
-    many = evaluate(specs, data, batch_size=64, quiet=True, robustness_pairs=6)
+    one = evaluate(specs, data, batch_size=1, robustness_pairs=6)
+    many = evaluate(specs, data, batch_size=64, robustness_pairs=6)
     _assert_same_metrics(_strip_run_details(one), _strip_run_details(many))
     prov = one["rewards"]["rm:tiny-rm"]["provenance"]["reward"]
     assert prov["hashes"]["tokenizer_hash"] and len(prov["hashes"]["model_hash"]) == 64
@@ -250,7 +250,7 @@ def test_ranked_and_step_items_in_memory() -> None:
     ]
     data = load_eval_data(items)
     assert len(data.best_of_n) == 1 and len(data.steps) == 1
-    result = evaluate(["length"], data, quiet=True, robustness_pairs=0)
+    result = evaluate(["length"], data, robustness_pairs=0)
     assert result["best_of_n"]["accuracy"] == 1.0
     assert result["process"]["n_missing"] == 1  # `length` gives no step scores: reported as missing
 
@@ -258,7 +258,7 @@ def test_ranked_and_step_items_in_memory() -> None:
 @pytest.mark.real_data
 def test_real_hh_harmless_length_baseline(shared_data: Path, tmp_path: Path) -> None:
     path = shared_data / "hh-rlhf-harmless-1800.jsonl.gz"
-    result = evaluate(["length"], path, rows="0:200", quiet=True, robustness_pairs=20, output_dir=tmp_path)
+    result = evaluate(["length"], path, rows="0:200", robustness_pairs=20, output_dir=tmp_path)
     assert result["data"]["load_report"]["rows_read"] == 1800
     assert result["n_pairs"] == 200 and result["pairwise"]["n_missing"] == 0
     # a length reward is, by construction, right when the chosen response is longer and wrong when shorter

@@ -233,7 +233,7 @@ def test_evaluate_reports_accuracy_vs_n_for_best_of_n_rows(tmp_path: Path) -> No
 
     rows = [RankedResponses(prompt=f"q{i}", responses=["a much longer correct answer here", "short", "no", "x"])
             for i in range(3)]
-    result = evaluate("length", rows, output_dir=tmp_path, quiet=True, robustness_pairs=0)
+    result = evaluate("length", rows, output_dir=tmp_path, robustness_pairs=0)
     curves = result["selection_curves"]
     assert curves["n"] == [1, 2, 4]
     assert curves["accuracy"]["bon"][-1] == 1.0  # length ranks the correct (longest) one first
