@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rewardlab
-from rewardlab import Sample
+from rewardlab import Sample, Score
 from rewardlab.compose import (
     Gate,
     Normalized,
@@ -262,3 +262,33 @@ def test_configure_and_close_reach_every_nested_component() -> None:
     assert nested.configure(workers=3, timeout=2.0) is nested
     nested.close()
     assert seen == ["configure a 3 2.0", "configure b 3 2.0", "configure c 3 2.0", "close a", "close b", "close c"]
+
+
+def test_a_weighted_sum_carries_its_dense_parts_spans_and_they_sum_to_its_value() -> None:
+    from rewardlab.compose import Gate, WeightedSum
+
+    def dense(sample: Sample) -> Score:
+        half = len(sample.response) // 2
+        return Score(value=0.75, spans=[(0, half, 0.25), (half, len(sample.response), 0.5)])
+
+    dense_part = rewardlab.reward(dense, name="dense")
+    flat_part = rewardlab.reward(lambda s: 2.0, name="flat")
+    total = WeightedSum([("dense", dense_part, 2.0), ("flat", flat_part, 0.5)])
+    (score,) = total.score([Sample(response="abcdefgh")])
+    assert score.value == 2.0 * 0.75 + 0.5 * 2.0
+    assert score.spans == [(0, 4, 0.5), (4, 8, 1.0), (8, 8, 1.0)]  # the flat part as sequence credit at the end
+    assert abs(sum(v for _, _, v in score.spans) - score.value) < 1e-12
+    only_flat = WeightedSum([("flat", flat_part, 1.0)]).score_one(Sample(response="x"))
+    assert only_flat.spans is None  # no dense part, no spans: sequence credit as before
+    gated = Gate(rewardlab.reward(lambda s: 1.0, name="ok"), dense_part).score_one(Sample(response="abcd"))
+    assert gated.spans == [(0, 2, 0.25), (2, 4, 0.5)]
+
+
+def test_renormalised_sum_scales_the_spans_with_the_value() -> None:
+    from rewardlab.compose import WeightedSum
+
+    dense_part = rewardlab.reward(lambda s: Score(value=1.0, spans=[(0, 2, 1.0)]), name="dense")
+    absent = rewardlab.reward(lambda s: None, name="absent")
+    total = WeightedSum([("dense", dense_part, 1.0), ("absent", absent, 1.0)], missing="renormalize")
+    (score,) = total.score([Sample(response="ab")])
+    assert score.value == 2.0 and score.spans == [(0, 2, 2.0)]

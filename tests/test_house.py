@@ -29,7 +29,7 @@ ROOM_TABLE: dict[str, frozenset[str] | None] = {
     "data": frozenset({"jsonl", "bounded_yaml", "provenance"}),
     "models": frozenset({"data", "runtime"}),
     "rewards": frozenset({"registry", "runtime", "models", "data", "bounded_yaml"}),
-    "compose": frozenset({"registry", "normalize"}),
+    "compose": frozenset({"registry", "normalize", "dense"}),  # dense: the sum's spans (pure, at the bottom)
     "select": frozenset({"registry", "runtime", "models", "rewards", "jsonl"}),
     "evaluate": frozenset({"registry", "runtime", "data", "rewards", "select", "normalize", "provenance", "jsonl"}),
     "train": frozenset({"data", "models", "evaluate", "jsonl", "bounded_yaml"}),

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rewardlab.dense import sum_spans
 from rewardlab.normalize import clip, group_normalize, rank_normalize, zscore
 from rewardlab.registry import SpecError, register_combinator
 from rewardlab.types import Reward, Sample, Score
@@ -159,6 +160,27 @@ class WeightedSum(_Composite):
             total *= full / used
         return float(total)
 
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        per_part = [reward.score(samples) for _, reward in self.parts]
+        out = []
+        for i, sample in enumerate(samples):
+            scores = [part_scores[i] for part_scores in per_part]
+            combined = self.combine_scores(scores)
+            if combined.value is not None and any(score.spans for score in scores):
+                combined.spans = self._dense(scores, len(sample.response) if isinstance(sample.response, str) else 0)
+            out.append(combined)
+        return out
+
+    def _dense(self, scores: Sequence[Score], end: int) -> list[tuple[int, int, float]]:
+        """The sum's spans (`rewardlab.dense.sum_spans`): each present part's spans times its weight, a part
+        without spans as sequence credit at the end; they sum to the sum's value."""
+        present = [(w, s.value, s.spans) for w, s in zip(self.weights, scores, strict=True)
+                   if s.error is None and s.value is not None]
+        used = sum(w for w, _, _ in present)
+        full = sum(self.weights)
+        scale = full / used if self.missing == "renormalize" and used not in (0.0, full) else 1.0
+        return sum_spans([(w, float(v), spans) for w, v, spans in present], end, scale=scale)
+
 
 class Product(_Composite):
     """Π rᵢ over the parts present (e.g. correctness × format)."""
@@ -228,7 +250,7 @@ class Gate(Reward):
             info["errors"] = errors
             return Score(value=None, objectives=objectives, error=_errors_message(errors), info=info)
         if passed:
-            return Score(value=score.value, objectives=objectives, info=info)
+            return Score(value=score.value, objectives=objectives, info=info, spans=score.spans)
         info["reason"] = ("the condition does not apply" if gate.value is None
                           else f"the condition scored {gate.value!r} < threshold {self.threshold!r}")
         value = self.floor if score.value is None else min(self.floor, score.value)
