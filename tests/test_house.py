@@ -50,7 +50,6 @@ EVERYONE_MAY_IMPORT = frozenset({"types", "progress"})
 KNOWN_ARROWS: dict[tuple[str, str], str] = {
     ("rewards", "dense"): "dense helper (issue 20): DESIGN.md's table to list dense.py at the bottom",
     ("integrations", "dense"): "dense helper (issue 20): DESIGN.md's table to list dense.py at the bottom",
-    ("compose", "dense"): "dense helper (issue 20): DESIGN.md's table to list dense.py at the bottom",
     ("models", "jsonl"): "models helper (models/card.py, models/prm.py), or DESIGN.md gives models jsonl",
     ("rewards", "jsonl"): "rewards/text.py (work in progress) takes a JSON check from jsonl; or DESIGN gives it",
 }
