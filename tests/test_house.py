@@ -59,7 +59,7 @@ LONG_MODULES: dict[str, str] = {
     "runtime/http.py": "the one HTTP client (total deadline, byte cap, retries), written this wave",
     "runtime/_sandbox_init.py": "the sandbox's init program: one process, one concept",
     "rewards/_code_harness.py": "the code sandbox's harness programs",
-    "data/encoding.py": "being edited by the encoding helper this wave: tokenising pairs for the trainer",
+    "data/encoding.py": "one concept: text to token ids for training and scoring alike (literal text, prompt floor)",
 }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardlab.integrations.scored import ScoredRow, grouped, iter_runs, rereadable, spread_groups
+from rewardlab.integrations.scored import ScoredRow, grouped, iter_runs, rereadable, spread_groups, spread_rows
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Strategy = Literal["best-worst", "all"]
@@ -177,12 +177,8 @@ def pairs_jsonl(
     with rereadable(input_path) as source:
         spread = spread_groups(source, score_field=score_field)
         plans: dict[bytes, _GroupPlan] = {}
-        if spread:
-            for digest, run in iter_runs(source, [], score_field=score_field):
-                if digest in spread:
-                    plan = plans.setdefault(digest, _GroupPlan())
-                    for row in run:
-                        plan.add(row)
+        for digest, row in spread_rows(source, spread, score_field=score_field):
+            plans.setdefault(digest, _GroupPlan()).add(row)
         needed: dict[int, bytes] = {}  # line → its spread group, for the rows the writing pass must hold
         for key, plan in plans.items():
             stats.groups += 1

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardlab.integrations.advantages import Groups, Rewards, group_ids, reward_array, same_kind
-from rewardlab.integrations.scored import iter_runs, rereadable, spread_groups
+from rewardlab.integrations.scored import iter_runs, rereadable, spread_groups, spread_rows
 from rewardlab.jsonl import atomic_writer, dumps_row
 
 Normalize = Literal["sum", "mean"]
@@ -105,13 +105,10 @@ def rwr_jsonl(
     with rereadable(input_path) as source:
         spread = spread_groups(source, score_field=score_field)
         softmax: dict[bytes, _GroupSoftmax] = {}
-        if spread:
-            for digest, run in iter_runs(source, [], score_field=score_field):
-                if digest in spread:
-                    group = softmax.setdefault(digest, _GroupSoftmax())
-                    for row in run:
-                        if row.value is not None:
-                            group.add(row.value / beta)
+        for digest, row in spread_rows(source, spread, score_field=score_field):
+            group = softmax.setdefault(digest, _GroupSoftmax())
+            if row.value is not None:
+                group.add(row.value / beta)
         with atomic_writer(output_path) as handle:
             for digest, run in iter_runs(source, stats.skipped_lines, score_field=score_field):
                 stats.rows += len(run)

@@ -165,6 +165,18 @@ def spread_groups(path: str | Path, *, score_field: str = "score") -> set[bytes]
     return spread
 
 
+def spread_rows(source: str | Path, spread: set[bytes], *, score_field: str = "score"
+                ) -> Iterator[tuple[bytes, ScoredRow]]:
+    """Every row of the `spread` groups with its group's digest, in file order: the extra pass over a file that
+    collects what a group whose rows are not contiguous needs before its rows can be written."""
+    if not spread:
+        return
+    for digest, run in iter_runs(source, [], score_field=score_field):
+        if digest in spread:
+            for row in run:
+                yield digest, row
+
+
 def group_digest(group: tuple[str, str]) -> bytes:
     """A 16-byte digest of a group key: what a streaming pass keeps per group instead of the prompt itself."""
     return hashlib.blake2b(repr(group).encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -160,6 +160,15 @@ def tokenizer_hash(tokenizer: Any) -> str:
     )
 
 
+def pad_token_id_of(tokenizer: Any, config: Any) -> int:
+    """The padding id of a model: the tokenizer's, else its config's, else 0."""
+    for source in (tokenizer, config):
+        value = getattr(source, "pad_token_id", None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
 def ensure_pad_token(tokenizer: Any) -> None:
     """Give a tokenizer without a pad token one: its EOS (else UNK) token; no new ids, no embedding resize."""
     if tokenizer.pad_token_id is not None:

@@ -25,6 +25,7 @@ from rewardlab.jsonl import dumps_strict
 from rewardlab.models.backbones import (
     backbone_kind,
     ensure_pad_token,
+    pad_token_id_of,
     refusing_pickles,
     resolve_backbone,
     resolve_model_folder,
@@ -211,11 +212,7 @@ class PRMModel(nn.Module):
     @property
     def pad_token_id(self) -> int:
         """The padding id (tokenizer's, else config's, else 0)."""
-        for source in (self.tokenizer, self.model.config):
-            value = getattr(source, "pad_token_id", None)
-            if isinstance(value, int):
-                return value
-        return 0
+        return pad_token_id_of(self.tokenizer, self.model.config)
 
     @classmethod
     def from_backbone(cls, backbone: str = "minilm", *, step_join: str = DEFAULT_STEP_JOIN) -> PRMModel:

@@ -32,6 +32,7 @@ from rewardlab.data.encoding import collate_token_ids
 from rewardlab.models.backbones import (
     backbone_kind,
     ensure_pad_token,
+    pad_token_id_of,
     refusing_pickles,
     resolve_backbone,
     tokenizer_hash,
@@ -221,11 +222,7 @@ class RewardModel(nn.Module):
     @property
     def pad_token_id(self) -> int:
         """The id used for padding (the tokenizer's, else the config's, else 0)."""
-        for source in (self.tokenizer, self.backbone.config):
-            value = getattr(source, "pad_token_id", None)
-            if isinstance(value, int):
-                return value
-        return 0
+        return pad_token_id_of(self.tokenizer, self.backbone.config)
 
     # ------------------------------------------------------------------ forward
     def pool(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
