@@ -9,16 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rewardlab.cli.terminal import (
-    CLIError,
-    RewardBars,
-    add_input_flag,
-    add_limit_flags,
-    check_output_folder,
-    console,
-    report_skipped,
-    stdout,
-)
+from rewardlab.cli import terminal
 from rewardlab.data.rewardbench import FORMATS
 
 
@@ -35,8 +26,9 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     cmd.add_argument("--reward", "-r", action="append", required=True, metavar="SPEC",
                      help="reward spec (repeat to compare rewards side by side): length, rm:./my-rm, inline JSON, "
                           "a YAML/JSON file")
-    add_input_flag(cmd, "PATH", "evaluation data (.jsonl[.gz], .json, .parquet, a folder, or a Hugging Face Hub "
-                   "name such as allenai/reward-bench-2); --data/-d names the same preference data", "--data", "-d")
+    terminal.add_input_flag(cmd, "PATH", "evaluation data (.jsonl[.gz], .json, .parquet, a folder, or a Hugging Face "
+                            "Hub name such as allenai/reward-bench-2); --data/-d names the same preference data",
+                            "--data", "-d")
     cmd.add_argument("--format", dest="data_format", default="auto", choices=FORMATS,
                      help="row format (auto: detected from the first row; rewardbench = RewardBench v1 pairs, "
                           "rewardbench2 = RewardBench 2 rows, also scored by the benchmark's own rules)")
@@ -49,7 +41,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     cmd.add_argument("--rows", default=None, metavar="START:END",
                      help="evaluate a slice of the loaded rows, e.g. 1500:1800 (default: all)")
     cmd.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
-    add_limit_flags(cmd)
+    terminal.add_limit_flags(cmd)
     cmd.add_argument("--seed", type=int, default=0, help="seed for the robustness sample and any model (0)")
     cmd.add_argument("--robustness-pairs", type=int, default=200, metavar="N",
                      help="pairs probed with each perturbation (200; 0 = skip robustness)")
@@ -120,23 +112,23 @@ def run_eval(args: argparse.Namespace) -> int:
     from rewardlab.types import LimitNotHonouredError
 
     if args.batch_size < 1:
-        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+        raise terminal.CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.bins < 1:
-        raise CLIError(f"--bins must be >= 1, got {args.bins}")
-    check_output_folder(args.output, "--output")
+        raise terminal.CLIError(f"--bins must be >= 1, got {args.bins}")
+    terminal.check_output_folder(args.output, "--output")
     if not Path(args.input).exists() and Path(args.input).suffix in (".jsonl", ".json", ".gz", ".parquet", ".ndjson"):
-        raise CLIError(f"--input: file not found: {args.input}")
+        raise terminal.CLIError(f"--input: file not found: {args.input}")
     if args.workers is not None and args.workers < 1:
-        raise CLIError(f"--workers must be >= 1, got {args.workers}", code=2)
+        raise terminal.CLIError(f"--workers must be >= 1, got {args.workers}", code=2)
     if args.timeout is not None and not args.timeout > 0:
-        raise CLIError(f"--timeout must be > 0 seconds, got {args.timeout}", code=2)
+        raise terminal.CLIError(f"--timeout must be > 0 seconds, got {args.timeout}", code=2)
 
     def warn(text: str) -> None:
         if not args.quiet:
-            console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+            terminal.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
     try:
-        with RewardBars(args.quiet) as bars:
+        with terminal.RewardBars(args.quiet) as bars:
             result = evaluate(
                 args.reward, args.input, output_dir=args.output, batch_size=args.batch_size,
                 subset_weights=args.subset_weights, on_start=bars.start, on_warning=warn, workers=args.workers,
@@ -145,17 +137,17 @@ def run_eval(args: argparse.Namespace) -> int:
                 data_format=args.data_format, split=args.split,
             )
     except LimitNotHonouredError as error:
-        raise CLIError(str(error), code=2) from None
+        raise terminal.CLIError(str(error), code=2) from None
     except SpecError as error:
-        raise CLIError(f"--reward: {error}") from error
+        raise terminal.CLIError(f"--reward: {error}") from error
     except EvaluationDataError as error:
-        raise CLIError(str(error)) from error
+        raise terminal.CLIError(str(error)) from error
     except ValueError as error:
-        raise CLIError(f"--input {args.input}: {error}") from error
+        raise terminal.CLIError(f"--input {args.input}: {error}") from error
     load_report = result.get("data", {}).get("load_report") or {}
-    report_skipped(args.input, load_report.get("skipped_rows", []), total=load_report.get("skipped"))
-    stdout.print(results_table(result))
+    terminal.report_skipped(args.input, load_report.get("skipped_rows", []), total=load_report.get("skipped"))
+    terminal.stdout.print(results_table(result))
     if not args.quiet:
         written = "metrics.json, scores.jsonl" + ("" if args.no_report else ", report.html")
-        console.print(f"wrote {written} to {args.output}", highlight=False)
+        terminal.console.print(f"wrote {written} to {args.output}", highlight=False)
     return 0

@@ -6,15 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import (
-    CLIError,
-    add_limit_flags,
-    apply_limits,
-    check_input_file,
-    check_output_folder,
-    console,
-    stdout,
-)
+from rewardlab.cli import terminal
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -51,7 +43,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                          help="consecutive flagged windows needed to report hacking (5)")
     monitor.add_argument("--unit", choices=("tokens", "words", "chars"), default="tokens",
                          help="length unit for completion rows")
-    add_limit_flags(monitor)
+    terminal.add_limit_flags(monitor)
     monitor.add_argument("--fail-on-hacking", action="store_true", help="exit with status 3 when hacking is flagged")
     monitor.set_defaults(run=run_monitor)
 
@@ -64,52 +56,52 @@ def run_monitor(args: argparse.Namespace) -> int:
 
     for path in args.log:
         if not path.is_dir():
-            check_input_file(path, "--log")
-    check_output_folder(args.output, "--output")
+            terminal.check_input_file(path, "--log")
+    terminal.check_output_folder(args.output, "--output")
     if args.window < 3:
-        raise CLIError(f"--window must be >= 3, got {args.window}")
+        raise terminal.CLIError(f"--window must be >= 3, got {args.window}")
     if args.persist < 1:
-        raise CLIError(f"--persist must be >= 1, got {args.persist}")
+        raise terminal.CLIError(f"--persist must be >= 1, got {args.persist}")
     if not 0 < args.threshold <= 1:
-        raise CLIError(f"--threshold must be in (0, 1], got {args.threshold}")
+        raise terminal.CLIError(f"--threshold must be in (0, 1], got {args.threshold}")
     shown = " ".join(str(p) for p in args.log)
     try:
         log = read_training_log(*args.log)
     except ValueError as error:
-        raise CLIError(f"--log {error}") from error
+        raise terminal.CLIError(f"--log {error}") from error
     for source, number, reason in log.skipped[:20]:
-        console.print(f"[yellow]skipped[/] {source}:{number}: {reason}", highlight=False)
+        terminal.console.print(f"[yellow]skipped[/] {source}:{number}: {reason}", highlight=False)
     if not log.metrics and not log.completions:
-        raise CLIError(f"--log {shown}: no row with a numeric 'step'")
+        raise terminal.CLIError(f"--log {shown}: no row with a numeric 'step'")
     reward = ensemble = None
     if args.gold is not None:
         try:
             reward = load(args.gold)
         except (SpecError, ValueError) as error:
-            raise CLIError(f"--gold {args.gold!r}: {error}") from error
+            raise terminal.CLIError(f"--gold {args.gold!r}: {error}") from error
     if args.ensemble is not None:
         try:
             ensemble = load(args.ensemble)
         except (SpecError, ValueError) as error:
-            raise CLIError(f"--ensemble {args.ensemble!r}: {error}") from error
+            raise terminal.CLIError(f"--ensemble {args.ensemble!r}: {error}") from error
     members = [m.strip() for m in args.members.split(",") if m.strip()] if args.members else []
     try:
         for loaded in (reward, ensemble):
             if loaded is not None:
-                apply_limits(loaded, args)
+                terminal.apply_limits(loaded, args)
         result = analyse_log(log, proxy=args.proxy, gold=reward, gold_column=args.gold_column, members=members,
                              ensemble=ensemble, window=args.window, threshold=args.threshold, persist=args.persist,
                              unit=args.unit)
     except ValueError as error:
-        raise CLIError(f"--log {shown}: {error}") from error
+        raise terminal.CLIError(f"--log {shown}: {error}") from error
     finally:
         for loaded in (reward, ensemble):
             if loaded is not None:
                 loaded.close()
     write_monitor_report(result, args.output, source=shown)
     if result.hacking:
-        stdout.print(f"reward hacking suspected from step {result.onset}: {result.proxy_name} rises while "
+        terminal.stdout.print(f"reward hacking suspected from step {result.onset}: {result.proxy_name} rises while "
                      f"{result.gold_name} falls; report: {args.output / 'report.html'}", highlight=False)
     else:
-        stdout.print(f"no hacking flagged; report: {args.output / 'report.html'}", highlight=False)
+        terminal.stdout.print(f"no hacking flagged; report: {args.output / 'report.html'}", highlight=False)
     return 3 if (result.hacking and args.fail_on_hacking) else 0

@@ -14,17 +14,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rewardlab.cli.terminal import (
-    CLIError,
-    add_input_flag,
-    add_limit_flags,
-    apply_limits,
-    check_input_file,
-    check_output_file,
-    console,
-    progress_bar,
-    stdout,
-)
+from rewardlab.cli import terminal
 from rewardlab.jsonl import JsonlReadError, atomic_writer, count_lines, dumps_strict, same_file
 from rewardlab.registry import SpecError, available, combinators, load
 from rewardlab.runtime.files import (
@@ -45,13 +35,13 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     score.add_argument("--reward", "-r", required=True, metavar="SPEC",
                        help="reward spec: a name (exact_match), a family (rm:./my-rm), inline JSON or a YAML/JSON file")
-    add_input_flag(score, "IN.jsonl", "rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz; - for stdin)",
-                   type=Path)
+    terminal.add_input_flag(score, "IN.jsonl",
+                            "rows {prompt, response, reference, ...} (.jsonl or .jsonl.gz; - for stdin)", type=Path)
     score.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.jsonl",
                        help="written atomically: each input row plus 'score' (.gz compressed; - for stdout); "
                             "never the input file")
     score.add_argument("--batch-size", type=int, default=64, metavar="N", help="samples per reward call (64)")
-    add_limit_flags(score)
+    terminal.add_limit_flags(score)
     score.add_argument("--on-error", choices=("skip", "fail"), default="skip",
                        help="malformed input lines: skip and report them (default), or stop")
     score.add_argument("--summary-json", type=Path, default=None, metavar="FILE", help="also write the summary as JSON")
@@ -110,7 +100,7 @@ def _unwind_on_sigterm(run: Callable[[argparse.Namespace], int]) -> Callable[[ar
         try:
             return run(args)
         except TerminatedError:
-            console.print("[yellow]terminated[/]")
+            terminal.console.print("[yellow]terminated[/]")
             return 143
         finally:
             for signum, handler in previous.items():
@@ -122,58 +112,58 @@ def _unwind_on_sigterm(run: Callable[[argparse.Namespace], int]) -> Callable[[ar
 @_unwind_on_sigterm
 def run_score(args: argparse.Namespace) -> int:
     """Score a file; exit 1 on a bad spec, a missing file, or a malformed line with --on-error fail."""
-    check_input_file(args.input, "--input")
-    check_output_file(args.output, "--output")
+    terminal.check_input_file(args.input, "--input")
+    terminal.check_output_file(args.output, "--output")
     try:
         check_output_is_not_input(args.input, args.output)
         if args.summary_json is not None:
-            check_output_file(args.summary_json, "--summary-json")
+            terminal.check_output_file(args.summary_json, "--summary-json")
             check_output_is_not_input(args.input, args.summary_json)
             if str(args.summary_json) == str(args.output) or same_file(args.summary_json, args.output):
-                raise CLIError(f"--summary-json {args.summary_json} is the --output file: the summary would "
+                raise terminal.CLIError(f"--summary-json {args.summary_json} is the --output file: the summary would "
                                "replace the scores", code=2)
     except OutputIsInputError as error:
-        raise CLIError(str(error), code=2) from error
+        raise terminal.CLIError(str(error), code=2) from error
     if args.batch_size < 1:
-        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+        raise terminal.CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         reward = load(args.reward)
     except (SpecError, ValueError) as error:
-        raise CLIError(f"--reward {args.reward!r}: {error}") from error
+        raise terminal.CLIError(f"--reward {args.reward!r}: {error}") from error
     try:
-        apply_limits(reward, args)
-    except CLIError:
+        terminal.apply_limits(reward, args)
+    except terminal.CLIError:
         reward.close()
         raise
     try:
         total = count_lines(args.input)
     except JsonlReadError as error:
         reward.close()
-        raise CLIError(str(error)) from error
+        raise terminal.CLIError(str(error)) from error
     shown = 0
 
     def skipped(number: int, reason: str) -> None:
         nonlocal shown
         shown += 1
         if shown <= 20:
-            console.print(f"[yellow]skipped[/] {escape(str(args.input))}:{number}: {escape(reason)}", highlight=False,
-                          soft_wrap=True)
+            terminal.console.print(f"[yellow]skipped[/] {escape(str(args.input))}:{number}: {escape(reason)}",
+                                   highlight=False, soft_wrap=True)
         elif shown == 21:
-            console.print("[yellow]… more skipped lines are listed in the summary[/]")
+            terminal.console.print("[yellow]… more skipped lines are listed in the summary[/]")
 
     try:
-        with progress_bar(args.quiet) as bar:
+        with terminal.progress_bar(args.quiet) as bar:
             task = bar.add_task(f"scoring with {reward.name}", total=total)
             summary = score_jsonl(
                 reward, args.input, args.output, batch_size=args.batch_size, on_error=args.on_error,
                 on_progress=lambda n: bar.advance(task, n), on_skip=skipped, **_ray_scoring(args),
             )
     except MalformedInputError as error:
-        raise CLIError(f"{error} (nothing written; use --on-error skip to skip such lines)") from error
+        raise terminal.CLIError(f"{error} (nothing written; use --on-error skip to skip such lines)") from error
     except JsonlReadError as error:
-        raise CLIError(f"{error} (nothing written)") from error
+        raise terminal.CLIError(f"{error} (nothing written)") from error
     except OSError as error:
-        raise CLIError(f"--output {args.output}: cannot write: {error.strerror or error}") from error
+        raise terminal.CLIError(f"--output {args.output}: cannot write: {error.strerror or error}") from error
     finally:
         reward.close()
     if args.summary_json is not None:
@@ -181,9 +171,10 @@ def run_score(args: argparse.Namespace) -> int:
             with atomic_writer(args.summary_json) as handle:
                 handle.write(dumps_strict(summary.to_dict(), indent=2) + "\n")
         except OSError as error:
-            raise CLIError(f"--summary-json {args.summary_json}: cannot write: {error.strerror or error}") from error
+            raise terminal.CLIError(
+                f"--summary-json {args.summary_json}: cannot write: {error.strerror or error}") from error
     if not args.quiet:
-        console.print(summary_table(summary, f"{args.output}"))
+        terminal.console.print(summary_table(summary, f"{args.output}"))
     return 0
 
 
@@ -192,7 +183,7 @@ def _ray_scoring(args: argparse.Namespace) -> dict[str, Any]:
     if not args.ray:
         return {}
     if args.ray_actors < 1:
-        raise CLIError(f"--ray-actors must be >= 1, got {args.ray_actors}")
+        raise terminal.CLIError(f"--ray-actors must be >= 1, got {args.ray_actors}")
     return {"ray": RayScoring(functools.partial(load, args.reward), actors=args.ray_actors, workers=args.workers,
                               timeout=args.timeout)}
 
@@ -201,18 +192,18 @@ def run_list(args: argparse.Namespace) -> int:
     """Print every registered reward and combinator."""
     rewards, combos = available(), combinators()
     if args.json:
-        stdout.print_json(json.dumps({"rewards": rewards, "combinators": combos}))
+        terminal.stdout.print_json(json.dumps({"rewards": rewards, "combinators": combos}))
         return 0
     table = Table(title="rewards", show_lines=False)
     table.add_column("spec", style="bold cyan", no_wrap=True)
     table.add_column("description")
     for name, text in rewards.items():
         table.add_row(name, text)
-    stdout.print(table)
+    terminal.stdout.print(table)
     combo_table = Table(title="combinators")
     combo_table.add_column("name", style="bold magenta", no_wrap=True)
     combo_table.add_column("example")
     for name, text in combos.items():
         combo_table.add_row(name, text)
-    stdout.print(combo_table)
+    terminal.stdout.print(combo_table)
     return 0

@@ -7,15 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rewardlab.cli.terminal import (
-    CLIError,
-    add_input_flag,
-    add_limit_flags,
-    apply_limits,
-    check_input_file,
-    check_output_file,
-    console,
-)
+from rewardlab.cli import terminal
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -26,8 +18,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "final answer) or weighted-vote (answer with the largest summed reward).",
     )
     parser.add_argument("--reward", "-r", required=True, metavar="SPEC", help="reward spec (math, rm:./my-rm, ...)")
-    add_input_flag(parser, "candidates.jsonl", 'rows {"prompt": ..., "candidates": [str, ...], "reference": optional}',
-                   type=Path)
+    terminal.add_input_flag(parser, "candidates.jsonl",
+                            'rows {"prompt": ..., "candidates": [str, ...], "reference": optional}', type=Path)
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="picks.jsonl",
                         help="each input row plus chosen_index and scores (one per candidate)")
     parser.add_argument("--method", choices=("bon", "vote", "weighted-vote"), default="bon")
@@ -35,7 +27,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                         help="how answers are grouped for voting (default: math when the reward is math, else exact)")
     parser.add_argument("--curves", type=Path, default=None, metavar="FILE",
                         help="write the summary with accuracy-vs-N curves (needs references or 'correct' labels)")
-    add_limit_flags(parser)
+    terminal.add_limit_flags(parser)
     parser.set_defaults(run=run_select)
 
 
@@ -44,18 +36,18 @@ def run_select(args: argparse.Namespace) -> int:
     from rewardlab.registry import load
     from rewardlab.select.candidates import CandidatesError, select_file
 
-    check_input_file(args.input, "--input")
-    check_output_file(args.output, "--output")
+    terminal.check_input_file(args.input, "--input")
+    terminal.check_output_file(args.output, "--output")
     if args.output.resolve() == args.input.resolve():
-        raise CLIError("--output must not be the --input file")
+        raise terminal.CLIError("--output must not be the --input file")
     equivalence = args.equivalence or ("math" if str(args.reward).strip() == "math" else "exact")
     reward = load(args.reward)
     try:
-        apply_limits(reward, args)
+        terminal.apply_limits(reward, args)
         summary = select_file(reward, args.input, args.output, method=args.method, equivalence=equivalence,
                               curves=args.curves is not None)
     except CandidatesError as error:
-        raise CLIError(str(error)) from None
+        raise terminal.CLIError(str(error)) from None
     finally:
         reward.close()
     if args.curves is not None:
@@ -64,5 +56,5 @@ def run_select(args: argparse.Namespace) -> int:
         line = f"selected over {summary['rows']} rows with {args.method} ({equivalence})"
         if "accuracy" in summary:
             line += f"; accuracy of the picks {summary['accuracy']:.3f} on {summary['rows_with_correctness']} rows"
-        console.print(line)
+        terminal.console.print(line)
     return 0
