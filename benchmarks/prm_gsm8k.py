@@ -60,9 +60,9 @@ def main() -> int:
         return 0
 
     import rewardlab
-    from rewardlab.jsonl import iter_jsonl
     from rewardlab.data.steps import gsm8k_step_rows, step_targets
     from rewardlab.evaluate.process import first_error_f1, first_error_prediction
+    from rewardlab.jsonl import iter_jsonl
     from rewardlab.train import TrainConfig, train_reward_model
 
     problems = [line.row for line in iter_jsonl(DATA) if line.error is None]

@@ -21,8 +21,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rewardlab.integrations.openrlhf as openrlhf_module  # noqa: E402
-from rewardlab.integrations.payload import answer_request, split_response  # noqa: E402
 from rewardlab.integrations.openrlhf import SPEC_ENV, SPEC_FILE, reward_func, score_queries  # noqa: E402
+from rewardlab.integrations.payload import answer_request, split_response  # noqa: E402
 from rewardlab.runtime import reward  # noqa: E402
 from rewardlab.types import Sample  # noqa: E402
 

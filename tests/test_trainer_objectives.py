@@ -74,7 +74,8 @@ def test_pairwise_batch_loss_adds_trl_centring_and_length_terms_by_hand(llama: s
     model = RewardModel.from_backbone(llama, pooling="mean")
     data = encode_pairs(model.tokenizer, pairs(6), max_length=32)
     indices = [0, 1, 2, 3, 4, 5]
-    objective = PairwiseObjective(data, data, resolve_loss("bt"), model.pad_token_id, CPU, contextlib.nullcontext,
+    objective = PairwiseObjective(data, data, resolve_loss("bt"), pad_id=model.pad_token_id, device=CPU,
+                                  autocast=contextlib.nullcontext,
                                   center_rewards_coefficient=0.25, length_decorrelation=0.5)
     got = objective.batch_loss(model, indices, indices)
     with torch.no_grad():
@@ -98,8 +99,8 @@ def test_ranked_batch_loss_is_plackett_luce_by_hand(llama: str) -> None:
     lists = rankings(4, rated=False)
     lists[1] = RankedResponses(lists[1].prompt, lists[1].responses[:2], id="short")  # a list of 2 beside lists of 3
     data = encode_rankings(model.tokenizer, lists, max_length=32)
-    objective = ListObjective("ranked", data, data, model.pad_token_id, CPU, contextlib.nullcontext,
-                              center_rewards_coefficient=0.1)
+    objective = ListObjective("ranked", data, data, pad_id=model.pad_token_id, device=CPU,
+                              autocast=contextlib.nullcontext, center_rewards_coefficient=0.1)
     got = objective.batch_loss(model, [0, 1, 2, 3], [0, 1, 2, 3])
     with torch.no_grad():
         values, mask = list_rewards(model, data, [0, 1, 2, 3], model.pad_token_id, CPU, contextlib.nullcontext)
@@ -118,7 +119,8 @@ def test_rating_batch_loss_is_squared_error_over_rated_responses_by_hand(llama: 
     lists = rankings(3, rated=True)
     lists[2] = RankedResponses(lists[2].prompt, ["paris", "no"], scores=[4.0, -2.0], id="two")
     data = encode_rankings(model.tokenizer, lists, max_length=32, need_scores=True)
-    objective = ListObjective("rating", data, data, model.pad_token_id, CPU, contextlib.nullcontext)
+    objective = ListObjective("rating", data, data, pad_id=model.pad_token_id, device=CPU,
+                              autocast=contextlib.nullcontext)
     got = objective.batch_loss(model, [0, 2], [0, 1, 2])
     with torch.no_grad():
         values, _ = list_rewards(model, data, [0, 2], model.pad_token_id, CPU, contextlib.nullcontext)

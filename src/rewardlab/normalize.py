@@ -60,7 +60,8 @@ def group_normalize(
         return _restore(out, mask)
     # one pass of numpy per statistic, whatever the number of groups (no Python loop over groups)
     codes: dict[Hashable, int] = {}
-    ids = np.fromiter((codes.setdefault(groups[int(i)], len(codes)) for i in present), dtype=np.int64, count=present.size)
+    ids = np.fromiter((codes.setdefault(groups[int(i)], len(codes)) for i in present), dtype=np.int64,
+                      count=present.size)
     x = array[present]
     count = np.bincount(ids).astype(np.float64)
     mean = np.bincount(ids, weights=x) / count

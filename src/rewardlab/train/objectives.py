@@ -78,19 +78,26 @@ def _length_penalty(rewards: torch.Tensor, lengths: torch.Tensor, coefficient: f
     return coefficient * length_decorrelation_regularizer(rewards, lengths)
 
 
-@dataclass
-class PairwiseObjective:
-    """Preference pairs → `loss(r_c, r_r, margin=, tie=)` plus the centring and length regularizers."""
+@dataclass(kw_only=True)
+class _RunSettings:
+    """What a pairwise or list objective needs besides its data (given by keyword): the padding id, device and
+    autocast, whether segment ids are fed, and the centring and length regularizers' coefficients."""
 
-    train: EncodedPairs
-    held_out: EncodedPairs
-    loss_fn: PairwiseLoss
     pad_id: int
     device: torch.device
     autocast: Autocast
     segment_ids: bool = False
     center_rewards_coefficient: float = 0.0
     length_decorrelation: float = 0.0
+
+
+@dataclass
+class PairwiseObjective(_RunSettings):
+    """Preference pairs → `loss(r_c, r_r, margin=, tie=)` plus the centring and length regularizers."""
+
+    train: EncodedPairs
+    held_out: EncodedPairs
+    loss_fn: PairwiseLoss
     unit: str = "pairs"
 
     def batch_loss(self, model: Any, indices: Sequence[int], batch: Sequence[int]) -> BatchLoss:
@@ -119,18 +126,12 @@ class PairwiseObjective:
 
 
 @dataclass
-class ListObjective:
+class ListObjective(_RunSettings):
     """Ranked lists → Plackett-Luce (`ranked`), or rated responses → squared error to the rating (`rating`)."""
 
     name: str
     train: EncodedLists
     held_out: EncodedLists
-    pad_id: int
-    device: torch.device
-    autocast: Autocast
-    segment_ids: bool = False
-    center_rewards_coefficient: float = 0.0
-    length_decorrelation: float = 0.0
     unit: str = "lists"
 
     def batch_loss(self, model: Any, indices: Sequence[int], batch: Sequence[int]) -> BatchLoss:

@@ -130,14 +130,16 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
         held = encode_rankings(tokenizer, data.held_out, max_length=length, truncation=config.truncation,
                                need_scores=rated)
         segment = can_segment and any(t is not None for types in lists.types for t in types)
-        return ListObjective(config.objective, lists, held, pad_id, device, autocast, segment,
-                             config.center_rewards_coefficient, config.length_decorrelation,
-                             unit="rated lists" if rated else "lists"), segment
+        return ListObjective(config.objective, lists, held, unit="rated lists" if rated else "lists", pad_id=pad_id,
+                             device=device, autocast=autocast, segment_ids=segment,
+                             center_rewards_coefficient=config.center_rewards_coefficient,
+                             length_decorrelation=config.length_decorrelation), segment
     loss_fn = resolve_loss(config.loss)
     train_pairs = encode_pairs(tokenizer, data.train, max_length=length, truncation=config.truncation)
     held_pairs = encode_pairs(tokenizer, data.held_out, max_length=length, truncation=config.truncation)
     segment = can_segment and any(t is not None for t in train_pairs.chosen_types)
-    return PairwiseObjective(train_pairs, held_pairs, loss_fn, pad_id, device, autocast, segment,
-                             config.center_rewards_coefficient, config.length_decorrelation), segment
+    return PairwiseObjective(train_pairs, held_pairs, loss_fn, pad_id=pad_id, device=device, autocast=autocast,
+                             segment_ids=segment, center_rewards_coefficient=config.center_rewards_coefficient,
+                             length_decorrelation=config.length_decorrelation), segment
 
 
