@@ -143,3 +143,29 @@ def test_early_stopping_state_survives_resume(tmp_path: Path, llama: str) -> Non
     resumed = train_reward_model(cfg, pairs=pairs(40), eval_pairs=pairs(10), quiet=True)
     assert resumed.metrics["steps"] == full.metrics["steps"] == 6
     assert resumed.metrics["early_stopping"]["best_step"] == full.metrics["early_stopping"]["best_step"]
+
+
+def test_the_training_bar_is_a_callback_and_the_trainer_draws_nothing() -> None:
+    """The library reports progress through callbacks; `TrainingBar` draws from them (issue 17)."""
+    from rewardlab.progress import TrainingBar
+    from rewardlab.train.callbacks import TrainerState
+
+    bar = TrainingBar()
+    state = TrainerState(step=0, total_steps=4, steps_per_epoch=2)
+    bar.on_start(state, {"event": "start"})
+    for step in range(1, 5):
+        state.step, state.pairs_seen, state.train_seconds = step, 8 * step, 0.5 * step
+        bar.on_step(state, {"loss": 0.5, "accuracy": 0.75} if step % 2 == 0 else {})
+    assert bar._bar is not None and bar._bar.tasks[0].completed == 4
+    assert bar._bar.tasks[0].fields["loss"] == 0.5 and bar._bar.tasks[0].fields["rate"] == 16.0
+    bar.on_eval(state, {"eval_accuracy": 0.8125, "eval_pairs": 16})
+    bar.on_end(state, {})
+    assert bar._bar is None and not bar.should_stop(state)
+    other = TrainingBar()
+    other.on_start(TrainerState(step=0, total_steps=4, steps_per_epoch=2, is_main=False), {})
+    assert other._bar is None  # only the main process draws
+    import inspect
+
+    import rewardlab.train.loop as loop
+
+    assert "progress_bar" not in inspect.getsource(loop) and "rich" not in inspect.getsource(loop)

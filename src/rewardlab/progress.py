@@ -34,6 +34,59 @@ def progress_bar(quiet: bool, *extra: ProgressColumn) -> Progress:
     )
 
 
+class TrainingBar:
+    """A trainer callback that draws the training bar (loss, accuracy, pairs/s) and prints each held-out accuracy.
+
+    The trainer reports progress through its callbacks and draws nothing itself: the CLI passes this one, and a
+    notebook can too (`train_reward_model(config, callbacks=[TrainingBar()])`). Only the main process draws.
+    """
+
+    def __init__(self) -> None:
+        self._bar: Progress | None = None
+        self._task: Any = None
+        self._loss = float("nan")
+        self._accuracy = float("nan")
+
+    def on_start(self, state: Any, info: dict[str, Any]) -> None:
+        """Open the bar at the run's step (a resumed run starts part-way)."""
+        if not state.is_main:
+            return
+        columns = (TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("acc {task.fields[acc]:.3f}"),
+                   TextColumn("{task.fields[rate]:.1f} pairs/s"))
+        self._bar = progress_bar(False, *columns)
+        self._bar.start()
+        self._task = self._bar.add_task("training", total=state.total_steps, completed=state.step,
+                                        loss=self._loss, acc=self._accuracy, rate=0.0)
+
+    def on_step(self, state: Any, logs: dict[str, Any]) -> None:
+        """Advance the bar; the loss and accuracy shown are the last logged."""
+        if self._bar is None:
+            return
+        self._loss = float(logs.get("loss", self._loss))
+        self._accuracy = float(logs.get("accuracy", self._accuracy))
+        rate = state.pairs_seen / state.train_seconds if state.train_seconds > 0 else 0.0
+        self._bar.update(self._task, completed=state.step, loss=self._loss, acc=self._accuracy, rate=rate)
+
+    def on_eval(self, state: Any, metrics: dict[str, Any]) -> None:
+        """Print the held-out accuracy above the bar."""
+        if self._bar is not None and "eval_accuracy" in metrics:
+            self._bar.console.print(f"step {state.step}: held-out accuracy {metrics['eval_accuracy']:.4f} on "
+                                    f"{metrics.get('eval_pairs')} {metrics.get('eval_unit', 'pairs')}")
+
+    def on_save(self, state: Any, checkpoint: Any) -> None:
+        """Nothing to draw for a checkpoint."""
+
+    def should_stop(self, state: Any) -> bool:
+        """A bar never stops a run."""
+        return False
+
+    def on_end(self, state: Any, metrics: dict[str, Any]) -> None:
+        """Close the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
 # Optional dependencies: the extra that installs each top-level module rewardlab imports lazily.
 EXTRA_OF_MODULE: dict[str, str] = {
     "torch": "train",

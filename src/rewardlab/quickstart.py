@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,14 +154,16 @@ def run_quickstart(
     backbone: str = "minilm",
     seed: int = 0,
     quiet: bool = True,
+    train_callbacks: Sequence[Any] = (),
     on_message: Callable[[str], None] | None = None,
     on_start: Callable[[str, int], Callable[[int], None] | None] | None = None,
 ) -> QuickstartResult:
     """Run the quickstart (`STEPS`) into `output`; returns where everything went.
 
-    `on_message(text)` hears what each step did; `on_start` is `evaluate`'s progress hook; `quiet` is passed to
-    the trainer. Without the `eval` extra (matplotlib) the evaluation step is skipped with a message and the
-    quickstart's own report stands.
+    `on_message(text)` hears what each step did; `on_start` is `evaluate`'s progress hook; `train_callbacks` are
+    the trainer's callbacks (the CLI passes `rewardlab.progress.TrainingBar`); `quiet` is passed to the trainer.
+    Without the `eval` extra (matplotlib) the evaluation step is skipped with a message and the quickstart's own
+    report stands.
     """
     from rewardlab.data.synthetic import quickstart_pairs
     from rewardlab.train import TrainConfig, train_reward_model
@@ -182,7 +184,7 @@ def run_quickstart(
         data=str(train_file), eval_data=str(eval_file), output=str(folder / "model"), backbone=backbone,
         epochs=epochs, seed=seed, max_length=QUICKSTART_MAX_LENGTH, save_every=0,
     )
-    result = train_reward_model(config, pairs=train, eval_pairs=held_out, quiet=quiet)
+    result = train_reward_model(config, pairs=train, eval_pairs=held_out, quiet=quiet, callbacks=train_callbacks)
     subsets = subset_table(held_out, model_preferences(result.output_dir, held_out), verify_pairs(held_out))
     evaluation_report: Path | None = None
     try:

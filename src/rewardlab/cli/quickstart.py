@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.cli.terminal import RewardBars, check_output_folder, console, stdout
+from rewardlab.progress import TrainingBar
 from rewardlab.quickstart import QUICKSTART_PAIRS, STEPS, run_quickstart
 
 
@@ -42,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     start_time = time.perf_counter()
     with RewardBars(args.quiet) as bars:
         result = run_quickstart(args.output, pairs=args.pairs, epochs=args.epochs, backbone=args.backbone,
-                                seed=args.seed, quiet=args.quiet, on_message=say, on_start=bars.start)
+                                seed=args.seed, quiet=args.quiet, on_message=say, on_start=bars.start,
+                                train_callbacks=[] if args.quiet else [TrainingBar()])
     report = result.report
     if not args.quiet:
         from rich.table import Table

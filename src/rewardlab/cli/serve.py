@@ -59,8 +59,13 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.ray:
         from rewardlab.serve.ray_serve import serve_with_ray
 
+        def ready(url: str) -> None:
+            if not args.quiet:
+                console.print(f"serving on {args.replicas} Ray Serve replica(s) at {url}", highlight=False)
+
         serve_with_ray(args.reward, replicas=args.replicas, host=args.host, port=args.port,
-                       runtime={"workers": args.workers, "timeout": args.timeout}, quiet=args.quiet, **options)
+                       runtime={"workers": args.workers, "timeout": args.timeout}, quiet=args.quiet,
+                       on_ready=ready, **options)
         return 0
     try:
         import uvicorn

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
+from rewardlab.progress import TrainingBar
 
 # flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it, and a
 # recipe flag left unset takes the preset's value fitted to the backbone (rewardlab.train.presets)
@@ -126,7 +127,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise CLIError(f"--data {config.data}: is a directory, expected a file")
     check_output_folder(config.output, "--output")
     try:
-        result = train_reward_model(config, quiet=args.quiet)
+        result = train_reward_model(config, quiet=args.quiet, callbacks=[] if args.quiet else [TrainingBar()])
     except (ValueError, OSError) as error:
         raise CLIError(str(error)) from error
     metrics = result.metrics

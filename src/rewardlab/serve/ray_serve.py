@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
-
-from rewardlab.progress import console
 
 
 class RewardReplica:
@@ -61,11 +59,12 @@ class RewardReplica:
 
 def serve_with_ray(spec: Any, *, replicas: int = 1, host: str = "127.0.0.1", port: int = 8000,
                    runtime: dict[str, Any] | None = None, quiet: bool = False, block: bool = True,
-                   **options: Any) -> str:
+                   on_ready: Callable[[str], None] | None = None, **options: Any) -> str:
     """Start a local Ray cluster (or join `RAY_ADDRESS`), deploy `replicas` reward replicas, serve on host:port.
 
-    With `block=True` (the CLI) it runs until interrupted; otherwise it returns the base URL and leaves the
-    deployment running (stop it with `ray.serve.shutdown()`).
+    `on_ready(url)` hears the base URL once the replicas serve (the CLI prints it; the library prints nothing);
+    `quiet` keeps Ray's worker logs off the driver. With `block=True` (the CLI) it runs until interrupted;
+    otherwise it returns the base URL and leaves the deployment running (stop it with `ray.serve.shutdown()`).
     """
     try:
         import ray
@@ -83,8 +82,8 @@ def serve_with_ray(spec: Any, *, replicas: int = 1, host: str = "127.0.0.1", por
     spec_value = json.loads(spec) if isinstance(spec, str) and spec.strip().startswith("{") else spec
     serve.run(deployment.bind(spec_value, runtime or {}, options), name="rewardlab", route_prefix="/")
     url = f"http://{host}:{port}"
-    if not quiet:
-        console.print(f"serving on {replicas} Ray Serve replica(s) at {url}", highlight=False)
+    if on_ready is not None:
+        on_ready(url)
     if not block:
         return url
     try:

@@ -19,7 +19,7 @@ from rewardlab.train.checkpoints import (
     save_checkpoint,
 )
 from rewardlab.train.config import TrainConfig
-from rewardlab.train.run_log import TrainLog, progress
+from rewardlab.train.run_log import TrainLog
 
 if TYPE_CHECKING:
     from rewardlab.train.trainer import RewardTrainer
@@ -89,7 +89,7 @@ def run_training(trainer: RewardTrainer, stop_after_steps: int | None) -> TrainR
 
     trainer.setup()
     config, state, accelerator = trainer.config, trainer.state, trainer.accelerator
-    main, quiet = trainer.main, trainer.quiet
+    main = trainer.main
     key = resume_key(config.to_dict())
     train_data = trainer.train_data
     fingerprint = data_fingerprint(train_data.token_rows()) if hasattr(train_data, "token_rows") else \
@@ -124,49 +124,42 @@ def run_training(trainer: RewardTrainer, stop_after_steps: int | None) -> TrainR
     last_eval: dict[str, Any] = {}
     shown_loss, shown_acc = float("nan"), float("nan")
     stopped_early = False
-    with progress(quiet or not main) as bar:
-        task = bar.add_task("training", total=total_steps, completed=state.step, loss=float("nan"),
-                            acc=float("nan"), rate=0.0)
-        while state.step < total_steps and not stopped_early:
-            trainer.step()
-            rate = state.pairs_seen / state.train_seconds if state.train_seconds > 0 else 0.0
-            logs: dict[str, Any] = {}
-            if state.step % config.log_every == 0 or state.step == total_steps:
-                summed = accelerator.reduce(window.clone(), reduction="sum").tolist()
-                if summed[1] > 0:
-                    shown_loss = summed[0] / summed[1]
-                if summed[3] > 0:
-                    shown_acc = summed[2] / summed[3]
-                window.zero_()
-                logs = {"loss": shown_loss, "accuracy": shown_acc, "lr": trainer.scheduler.get_last_lr()[0],
-                        "pairs_seen": state.pairs_seen, "pairs_per_s": rate,
-                        "elapsed_s": time.perf_counter() - wall_start}
-            for hook in hooks:
-                hook.on_step(state, logs)
-            bar.update(task, completed=state.step, loss=shown_loss, acc=shown_acc, rate=rate)
-            if state.step % eval_every == 0 or state.step == total_steps:
-                last_eval = trainer.evaluate_with_rewards()
-                if last_eval:
-                    shown = {k: v for k, v in last_eval.items() if not k.startswith("_")}
-                    for hook in hooks:
-                        hook.on_eval(state, shown)
-                    if main and not quiet:
-                        bar.console.print(f"step {state.step}: held-out accuracy "
-                                          f"{last_eval['eval_accuracy']:.4f} on {last_eval['eval_pairs']} "
-                                          f"{last_eval.get('eval_unit', 'pairs')}")
-            stop = any(hook.should_stop(state) for hook in hooks)
-            if trainer.world > 1:
-                flag = torch.tensor([1.0 if stop else 0.0], device=trainer.device)
-                stop = bool(accelerator.reduce(flag, reduction="sum").item() > 0)
-            if stop and state.step < total_steps:
-                stopped_early = True
-            if (config.save_every and state.step % config.save_every == 0) or (
-                state.step % steps_per_epoch == 0 and state.step < total_steps and not stopped_early
-            ):
-                checkpoint(trainer, key, fingerprint, stopper)
-            if stop_after_steps is not None and state.step >= stop_after_steps and state.step < total_steps:
-                log.close()
-                raise TrainingInterrupted(f"stopped after step {state.step} (stop_after_steps={stop_after_steps})")
+    # the trainer draws nothing: a progress bar is a callback (`rewardlab.progress.TrainingBar`)
+    while state.step < total_steps and not stopped_early:
+        trainer.step()
+        rate = state.pairs_seen / state.train_seconds if state.train_seconds > 0 else 0.0
+        logs: dict[str, Any] = {}
+        if state.step % config.log_every == 0 or state.step == total_steps:
+            summed = accelerator.reduce(window.clone(), reduction="sum").tolist()
+            if summed[1] > 0:
+                shown_loss = summed[0] / summed[1]
+            if summed[3] > 0:
+                shown_acc = summed[2] / summed[3]
+            window.zero_()
+            logs = {"loss": shown_loss, "accuracy": shown_acc, "lr": trainer.scheduler.get_last_lr()[0],
+                    "pairs_seen": state.pairs_seen, "pairs_per_s": rate,
+                    "elapsed_s": time.perf_counter() - wall_start}
+        for hook in hooks:
+            hook.on_step(state, logs)
+        if state.step % eval_every == 0 or state.step == total_steps:
+            last_eval = trainer.evaluate_with_rewards()
+            if last_eval:
+                shown = {k: v for k, v in last_eval.items() if not k.startswith("_")}
+                for hook in hooks:
+                    hook.on_eval(state, shown)
+        stop = any(hook.should_stop(state) for hook in hooks)
+        if trainer.world > 1:
+            flag = torch.tensor([1.0 if stop else 0.0], device=trainer.device)
+            stop = bool(accelerator.reduce(flag, reduction="sum").item() > 0)
+        if stop and state.step < total_steps:
+            stopped_early = True
+        if (config.save_every and state.step % config.save_every == 0) or (
+            state.step % steps_per_epoch == 0 and state.step < total_steps and not stopped_early
+        ):
+            checkpoint(trainer, key, fingerprint, stopper)
+        if stop_after_steps is not None and state.step >= stop_after_steps and state.step < total_steps:
+            log.close()
+            raise TrainingInterrupted(f"stopped after step {state.step} (stop_after_steps={stop_after_steps})")
 
     # ---- save the model, metrics and log
     if stopped_early and (not last_eval or state.step % eval_every != 0):

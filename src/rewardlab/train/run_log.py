@@ -1,5 +1,5 @@
-"""The training log (`train_log.jsonl`: one JSON object per line, main process only), reading it back, and the
-progress bar with loss, accuracy and throughput columns."""
+"""The training log (`train_log.jsonl`: one JSON object per line, main process only) and reading it back. (The
+progress bar is a callback, `rewardlab.progress.TrainingBar`: the trainer draws nothing.)"""
 
 from __future__ import annotations
 
@@ -38,17 +38,3 @@ def iter_log(path: str | Path) -> Iterator[dict[str, Any]]:
         if line.error is not None:
             raise ValueError(f"{path}:{line.number}: {line.error}")
         yield line.row
-
-
-def progress(quiet: bool) -> Any:
-    """The shared progress bar with loss, accuracy and pairs/s columns."""
-    from rich.progress import TextColumn
-
-    from rewardlab.progress import progress_bar
-
-    return progress_bar(
-        quiet,
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TextColumn("acc {task.fields[acc]:.3f}"),
-        TextColumn("{task.fields[rate]:.1f} pairs/s"),
-    )

@@ -464,8 +464,10 @@ def train_reward_model(
     rating objectives, `steps`/`eval_steps` for the process objective, which trains a `PRMModel`). `callbacks`
     run beside the built-in logging (and early stopping, when `early_stopping_patience` is set).
     `stop_after_steps` raises `TrainingInterrupted` right after that optimizer step, writing nothing more (a
-    simulated kill, for tests). The output folder receives a run only when it finishes (see the module
-    docstring); `config.output` naming a file is a `ValueError`. One call of `RewardTrainer(...).train()`.
+    simulated kill, for tests). The trainer draws nothing: pass `rewardlab.progress.TrainingBar()` in `callbacks`
+    for a progress bar (the CLI does); `quiet` is kept for old callers and draws or hides nothing. The output
+    folder receives a run only when it finishes (see the module docstring); `config.output` naming a file is a
+    `ValueError`. One call of `RewardTrainer(...).train()`.
     """
     trainer = RewardTrainer(config, pairs=pairs, eval_pairs=eval_pairs, rankings=rankings,
                             eval_rankings=eval_rankings, steps=steps, eval_steps=eval_steps, callbacks=callbacks,
