@@ -226,9 +226,10 @@ def test_a_response_that_makes_the_pattern_backtrack_scores_the_failing_value(sp
     scorer.configure(timeout=1.0)
     total = rewardlab.load({"sum": [{"reward": spec, "name": "answer"}, {"reward": "think_format", "weight": 0.2}]})
     total.configure(timeout=1.0)
-    hostile = "<think>x</think><answer>" + "a" * 40 + "c</answer>"
+    # long enough that even the `regex` engine (the regex reward's, which defuses short runs) backtracks past 1 s
+    hostile = "<think>x</think><answer>" + "a" * 30_000 + "c</answer>"
     try:
-        (stopped,) = scorer.score([Sample(prompt="p", response="a" * 40 + "c", reference="aab")])
+        (stopped,) = scorer.score([Sample(prompt="p", response="a" * 30_000 + "c", reference="aab")])
         (composite,) = total.score([Sample(prompt="p", response=hostile, reference="aab")])
     finally:
         scorer.close()
