@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,6 @@ SCORING_VERBS = ("score", "eval", "select", "monitor", "serve", "attack")
 INPUT_VERBS = ("score", "eval", "select", "monitor", "pairs", "rwr", "attack")
 
 
-@register("test_cli_no_limits")
 class NoLimits(Reward):
     """A reward that honours no runtime limit (the CLI must refuse --workers and --timeout for it)."""
 
@@ -28,6 +27,17 @@ class NoLimits(Reward):
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         return [Score(value=float(len(s.response))) for s in samples]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_limits_registered() -> Iterator[None]:
+    """Register the test reward for this module only: a name left in the registry would reach the suites that
+    check every registered reward (conformance, attack)."""
+    from rewardlab import registry
+
+    register("test_cli_no_limits")(NoLimits)
+    yield
+    registry._ENTRIES.pop("test_cli_no_limits", None)
 
 
 def _options(verb: str) -> set[str]:

@@ -338,8 +338,8 @@ class Normalized(Reward):
         return [self.reward]
 
     def objective_names(self) -> tuple[str, ...]:
-        """The wrapped reward's objectives (normalisation changes the value only)."""
-        return self.reward.objective_names()
+        """`raw` (the value before normalisation) and the wrapped reward's objectives."""
+        return ("raw", *self.reward.objective_names())
 
 
 # --------------------------------------------------------------------------------------- spec builders
