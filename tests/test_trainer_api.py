@@ -154,6 +154,7 @@ SHARDED_SAVE_SCRIPT = """
 import json, sys
 import torch
 from accelerate import PartialState
+from rewardlab import PreferencePair
 from rewardlab.models import RewardModel
 from rewardlab.train import TrainConfig
 from rewardlab.train.trainer import RewardTrainer
@@ -193,7 +194,10 @@ def test_two_process_final_save_gathers_whole_weights(tmp_path: Path, llama: str
     done = subprocess.run(
         [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script), json.dumps(args)],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        # the script lives in tmp_path and imports the tests' helpers: the repository root goes on its path
+        env={**os.environ, "OMP_NUM_THREADS": "1",
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
     assert done.returncode == 0, done.stderr[-3000:]
     scores = json.loads((tmp_path / "rm" / "scores.json").read_text())
     assert scores["processes"] == 2
