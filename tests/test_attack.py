@@ -267,6 +267,8 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     (["-r", "exact_match", "-i", "missing.jsonl", "-o", "out"], "no such file"),
     (["-r", "no_such_reward", "-i", "samples.jsonl", "-o", "out"], "unknown reward"),
     (["-r", "exact_match", "-i", "samples.jsonl", "-o", "out", "--time-budget", "0"], "--time-budget"),
+    (["-r", "exact_match", "-i", "samples.jsonl", "-o", "out", "--timeout", "inf"], "--timeout"),
+    (["-r", "exact_match", "-i", "samples.jsonl", "-o", "out", "--workers", "0"], "--workers"),
     (["-r", "exact_match", "-i", "samples.jsonl", "-o", "out", "--attacks", "hedge,bogus"], "bogus"),
     (["-r", "exact_match", "-i", "bad.jsonl", "-o", "out"], "bad.jsonl:2"),
     (["-r", "exact_match", "-i", "samples.jsonl", "-o", "samples.jsonl"], "is a file"),

@@ -12,7 +12,17 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rewardlab.cli.terminal import CLIError, check_input_file, check_output_folder, console, progress_bar, stdout
+from rewardlab.cli.terminal import (
+    CLIError,
+    add_input_flag,
+    add_limit_flags,
+    apply_limits,
+    check_input_file,
+    check_output_folder,
+    console,
+    progress_bar,
+    stdout,
+)
 from rewardlab.jsonl import JsonlReadError, atomic_writer, iter_jsonl
 from rewardlab.registry import SpecError, load
 from rewardlab.testing import AttackReport, AttackSample, attack
@@ -31,16 +41,13 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                     "stalls past the time budget, 0 when none does, 2 on a usage error.",
     )
     parser.add_argument("--reward", "-r", required=True, metavar="SPEC", help="reward spec (as for `score`)")
-    parser.add_argument("--input", "-i", "--data", dest="input", required=True, type=Path, metavar="SAMPLES.jsonl",
-                        help="rows {prompt, right, reference, wrong?}: an honest right response and, optionally, "
-                             "an honest wrong one (else one is built)")
+    add_input_flag(parser, "SAMPLES.jsonl", "rows {prompt, right, reference, wrong?}: an honest right response and, "
+                   "optionally, an honest wrong one (else one is built)", "--data", type=Path)
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="DIR",
                         help="folder for report.json and report.html (created if missing)")
     parser.add_argument("--time-budget", type=float, default=10.0, metavar="S",
                         help="seconds one sample may take to score before it counts as a stall (10)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N", help="concurrent workers per reward")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                        help="the reward's own per-sample time limit (its failing value past it)")
+    add_limit_flags(parser)
     parser.add_argument("--attacks", default=None, metavar="NAMES",
                         help="comma-separated attack or category names (default: all)")
     parser.add_argument("--plugin", action="append", default=[], type=Path, metavar="FILE.py",
@@ -101,10 +108,6 @@ def _checked(args: argparse.Namespace) -> list[str] | None:
     """Validate the numeric and name flags; `CLIError` code 2 on a bad one. Returns the attack names."""
     if not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise CLIError(f"--time-budget must be a finite number of seconds > 0, got {args.time_budget}", code=2)
-    if args.workers is not None and args.workers < 1:
-        raise CLIError(f"--workers must be >= 1, got {args.workers}", code=2)
-    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise CLIError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}", code=2)
     names = None if args.attacks is None else [n.strip() for n in args.attacks.split(",") if n.strip()]
     try:
         select_attacks(names)
@@ -118,10 +121,9 @@ def _reward(args: argparse.Namespace) -> Reward:
         _import_plugin(plugin)
     try:
         reward = load(args.reward)
-        if args.workers is not None or args.timeout is not None:
-            reward.configure(workers=args.workers, timeout=args.timeout)
     except (SpecError, ValueError) as error:
         raise CLIError(f"--reward {args.reward!r}: {error}", code=2) from error
+    apply_limits(reward, args)
     return reward
 
 

@@ -4,6 +4,7 @@ and the checks that turn a bad input or output path into a one-line error before
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -136,8 +137,8 @@ def apply_limits(reward: Any, args: argparse.Namespace) -> None:
     workers, timeout = getattr(args, "workers", None), getattr(args, "timeout", None)
     if workers is not None and workers < 1:
         raise CLIError(f"--workers must be >= 1, got {workers}", code=2)
-    if timeout is not None and not timeout > 0:
-        raise CLIError(f"--timeout must be > 0 seconds, got {timeout}", code=2)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise CLIError(f"--timeout must be a finite number of seconds > 0, got {timeout}", code=2)
     if workers is None and timeout is None:
         return
     try:
