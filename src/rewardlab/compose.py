@@ -134,7 +134,19 @@ class _Composite(Reward):
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         per_part = [reward.score(samples) for _, reward in self.parts]
-        return [self.combine_scores([scores[i] for scores in per_part]) for i in range(len(samples))]
+        out = []
+        for i, sample in enumerate(samples):
+            scores = [part_scores[i] for part_scores in per_part]
+            combined = self.combine_scores(scores)
+            if combined.value is not None and any(score.spans for score in scores):
+                end = len(sample.response) if isinstance(sample.response, str) else 0
+                combined.spans = self._dense(scores, end)
+            out.append(combined)
+        return out
+
+    def _dense(self, scores: Sequence[Score], end: int) -> list[tuple[int, int, float]] | None:
+        """The composite's spans from its parts' (`rewardlab.dense`); None for a non-linear combination."""
+        return None
 
     def components(self) -> list[Reward]:
         return [reward for _, reward in self.parts]
@@ -160,18 +172,7 @@ class WeightedSum(_Composite):
             total *= full / used
         return float(total)
 
-    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
-        per_part = [reward.score(samples) for _, reward in self.parts]
-        out = []
-        for i, sample in enumerate(samples):
-            scores = [part_scores[i] for part_scores in per_part]
-            combined = self.combine_scores(scores)
-            if combined.value is not None and any(score.spans for score in scores):
-                combined.spans = self._dense(scores, len(sample.response) if isinstance(sample.response, str) else 0)
-            out.append(combined)
-        return out
-
-    def _dense(self, scores: Sequence[Score], end: int) -> list[tuple[int, int, float]]:
+    def _dense(self, scores: Sequence[Score], end: int) -> list[tuple[int, int, float]] | None:
         """The sum's spans (`rewardlab.dense.sum_spans`): each present part's spans times its weight, a part
         without spans as sequence credit at the end; they sum to the sum's value."""
         present = [(w, s.value, s.spans) for w, s in zip(self.weights, scores, strict=True)

@@ -401,23 +401,26 @@ class Reward(ABC):
             batch_dependent=self.batch_dependent,
         )
 
-    def effective_honours(self) -> frozenset[str]:
-        """The limits honoured by this reward: its own `honours`, or for a composite those every part honours."""
+    def leaves(self) -> list[Reward]:
+        """The rewards that score: this one, or for a composite or wrapper its parts' leaves (depth first)."""
         parts = self.components()
-        if not parts:
-            return frozenset(self.honours)
-        return frozenset.intersection(*(part.effective_honours() for part in parts))
+        return [leaf for part in parts for leaf in part.leaves()] if parts else [self]
 
-    def refused_limits(self, **limits: Any) -> list[tuple[str, str]]:
-        """(reward name, limit) for every limit set in `limits` that this reward or one of its parts cannot honour."""
-        asked = [name for name in LIMITS if limits.get(name) is not None]
+    def effective_honours(self) -> frozenset[str]:
+        """The limits honoured by this reward: its own `honours`, or for a composite those every leaf honours."""
+        return frozenset.intersection(*(frozenset(leaf.honours) for leaf in self.leaves()))
+
+    def _refusals(self, limits: Mapping[str, Any]) -> list[tuple[Reward, str]]:
+        """(leaf, limit) for every limit set in `limits` that a leaf of this reward does not honour."""
         unknown = sorted(set(limits) - set(LIMITS))
         if unknown:
             raise TypeError(f"unknown runtime limit(s) {unknown}; the limits are {list(LIMITS)}")
-        parts = self.components()
-        if parts:
-            return [refusal for part in parts for refusal in part.refused_limits(**limits)]
-        return [(self.name, name) for name in asked if name not in self.honours]
+        asked = [name for name in LIMITS if limits.get(name) is not None]
+        return [(leaf, name) for leaf in self.leaves() for name in asked if name not in leaf.honours]
+
+    def refused_limits(self, **limits: Any) -> list[tuple[str, str]]:
+        """(reward name, limit) for every limit set in `limits` that this reward or one of its parts cannot honour."""
+        return [(leaf.name, limit) for leaf, limit in self._refusals(limits)]
 
     def configure(self, *, workers: int | None = None, timeout: float | None = None,
                   memory_mb: int | None = None) -> Reward:
@@ -426,13 +429,13 @@ class Reward(ABC):
         A limit this reward (or any part) cannot honour is refused with `LimitNotHonouredError` before anything
         changes, never silently ignored.
         """
-        refused = self.refused_limits(workers=workers, timeout=timeout, memory_mb=memory_mb)
+        refused = self._refusals({"workers": workers, "timeout": timeout, "memory_mb": memory_mb})
         if refused:
-            reward_name, limit = refused[0]
+            leaf, limit = refused[0]
             flag = "--" + limit.replace("_", "-")
-            honoured = sorted(next(p for p in self._leaves() if p.name == reward_name).honours)
+            honoured = sorted(leaf.honours)
             raise LimitNotHonouredError(
-                f"reward {reward_name!r} cannot honour {limit} ({flag}): it honours "
+                f"reward {leaf.name!r} cannot honour {limit} ({flag}): it honours "
                 f"{', '.join(honoured) if honoured else 'no runtime limit'}"
             )
         parts = self.components()
@@ -450,10 +453,6 @@ class Reward(ABC):
         for part in self.components():
             part.confine_files(root)
         return self
-
-    def _leaves(self) -> list[Reward]:
-        parts = self.components()
-        return [leaf for part in parts for leaf in part._leaves()] if parts else [self]
 
     def _configure(self, *, workers: int | None, timeout: float | None, memory_mb: int | None) -> None:
         """Apply limits that `honours` declares (called by `configure` after the refusal check)."""

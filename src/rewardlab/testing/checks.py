@@ -274,11 +274,6 @@ def check_applicability(reward: Reward, samples: Sequence[Sample], base: Sequenc
             )
 
 
-def _leaves(reward: Reward) -> list[Reward]:
-    parts = reward.components()
-    return [leaf for part in parts for leaf in _leaves(part)] if parts else [reward]
-
-
 _REFUSAL_PROBES: dict[str, Any] = {"workers": 1, "timeout": 30.0, "memory_mb": 1024}
 
 
@@ -303,7 +298,7 @@ def check_contract(reward: Reward, samples: Sequence[Sample], *, atol: float = 1
         raise ConformanceError("contract: contract().batch_dependent disagrees with the reward's batch_dependent")
     declared = set(contract.objectives)
     emitted = {name for score in _base(reward, samples, base) for name in score.objectives}
-    silent = [leaf.name for leaf in _leaves(reward) if not leaf.objective_names()]
+    silent = [leaf.name for leaf in reward.leaves() if not leaf.objective_names()]
     if not emitted <= declared:
         if not silent:
             raise ConformanceError(f"contract: scores carry objectives {sorted(emitted - declared)} that "
