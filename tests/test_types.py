@@ -132,3 +132,10 @@ def test_verifiable_families_declare_the_objectives_they_emit() -> None:
     assert declared["think_format"][0] == "structure" and declared["sql"][-1] == "match"
     (score,) = rewardlab.load("think_format").score([Sample(response="<think>x</think><answer>y</answer>")])
     assert set(score.objectives) <= set(declared["think_format"])
+
+
+def test_the_refusal_names_what_the_refusing_part_honours_even_when_parts_share_a_name() -> None:
+    twins = WeightedSum([("a", rewardlab.reward(lambda s: 1.0, name="twin"), 1.0), ("b", _Fixed(name="twin"), 1.0)])
+    assert [leaf.name for leaf in twins.leaves()] == ["twin", "twin"]
+    with pytest.raises(LimitNotHonouredError, match="it honours no runtime limit"):
+        twins.configure(timeout=1.0)
