@@ -35,8 +35,10 @@ ROOM_TABLE: dict[str, frozenset[str] | None] = {
     "select": frozenset({"registry", "runtime", "models", "rewards", "jsonl"}),
     "evaluate": frozenset({"registry", "runtime", "data", "rewards", "select", "normalize", "provenance", "jsonl"}),
     "train": frozenset({"data", "models", "evaluate", "jsonl", "bounded_yaml"}),
-    "integrations": frozenset({"registry", "rewards", "compose", "normalize", "jsonl", "dense"}),
-    "serve": frozenset({"registry", "runtime", "provenance", "integrations"}),
+    "integrations": frozenset({"registry", "rewards", "compose", "normalize", "jsonl", "dense", "envs"}),
+    # multi-turn environments (issue 18): tasks, tools and a reward behind one contract; served and consumed
+    "envs": frozenset({"registry", "runtime", "rewards", "models", "data", "jsonl", "dense"}),
+    "serve": frozenset({"registry", "runtime", "provenance", "integrations", "envs"}),
     "testing": frozenset({"registry"}),
     "cli": None,
     # a workflow over every room (generate, train, evaluate, verify), called by the CLI: it sits beside the CLI

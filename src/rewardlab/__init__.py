@@ -2,11 +2,12 @@
 
 from rewardlab.registry import SpecError, UnknownRewardError, available, combinators, load, register
 from rewardlab.runtime import ResultCache, batch_reward, reward
-from rewardlab.types import PreferencePair, RankedResponses, Reward, Sample, Score
+from rewardlab.types import Episode, PreferencePair, RankedResponses, Reward, Sample, Score, ToolCall, Turn
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Episode",
     "PreferencePair",
     "RankedResponses",
     "ResultCache",
@@ -14,6 +15,8 @@ __all__ = [
     "Sample",
     "Score",
     "SpecError",
+    "ToolCall",
+    "Turn",
     "UnknownRewardError",
     "__version__",
     "available",

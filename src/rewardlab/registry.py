@@ -187,7 +187,7 @@ def _build(name: str, options: Any) -> Reward:
     return built
 
 
-def _parse_text(spec: str) -> Any:
+def parse_spec_text(spec: str) -> Any:
     """Inline JSON/YAML or a spec file → data, bounded in size and alias expansion (`rewardlab.bounded_yaml`)."""
     text = spec.strip()
     if text.startswith(("{", "[")):
@@ -256,7 +256,7 @@ def load(spec: Any) -> Reward:
     if isinstance(spec, Reward):
         return spec
     if isinstance(spec, str):
-        parsed = _parse_text(spec)
+        parsed = parse_spec_text(spec)
         if isinstance(parsed, str):
             if not parsed:
                 raise SpecError("empty reward spec")

@@ -1,4 +1,4 @@
-"""The one vocabulary of rewardlab: `Sample`, `Score`, `Reward`, `PreferencePair`, `RankedResponses`.
+"""The one vocabulary of rewardlab: `Sample`, `Episode`, `Score`, `Reward`, `PreferencePair`, `RankedResponses`.
 
 Every part of the library speaks these types; nothing else crosses module boundaries.
 """
@@ -23,6 +23,9 @@ _SAMPLE_FIELDS = ("prompt", "response", "reference", "steps", "group", "metadata
 
 LIMITS = ("workers", "timeout", "memory_mb")
 """The runtime limits a `Reward` may honour (`Reward.honours`); `configure` refuses any other it is asked for."""
+
+STATUSES = ("ok", "not_applicable", "response_failure", "system_failure")
+"""What `Score.status` can say; trainer adapters mask the last one (and "not_applicable") and count each."""
 
 FAILURE_INFO_KEYS = ("limit", "reason")
 """`Score.info` keys that say why a response got its family's failing value (kept in every written score)."""
@@ -87,7 +90,7 @@ class Sample:
         if self.group is not None:
             row["group"] = self.group
         if self.metadata:
-            row["metadata"] = self.metadata
+            row["metadata"] = {k: v.to_dict() if isinstance(v, Episode) else v for k, v in self.metadata.items()}
         return row
 
     @classmethod
@@ -114,6 +117,174 @@ class Sample:
             group=row.get("group"),
             metadata=metadata,
         )
+
+
+@dataclass
+class ToolCall:
+    """One tool call in an episode: the tool's `name`, its `arguments` (a JSON object), the call's `id` and the
+    tool's `result` text once the environment answered (None before, or when the call was refused)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    result: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (`id` and `result` left out when unset)."""
+        row: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
+        if self.id is not None:
+            row["id"] = self.id
+        if self.result is not None:
+            row["result"] = self.result
+        return row
+
+
+@dataclass
+class Turn:
+    """One turn of a rollout: a `role` ("system", "user", "assistant" or "tool"), its text, the tool calls an
+    assistant turn made, and per-turn `metadata` (latency, tokens, the tool a "tool" turn answers, ...)."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (empty `tool_calls` and `metadata` left out)."""
+        row: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            row["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.metadata:
+            row["metadata"] = self.metadata
+        return row
+
+
+_TURN_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class Episode:
+    """A multi-turn rollout: its `turns` in order, the task's `reference` (never shown to the policy), the
+    environment's `status` ("running", "done", "truncated" or "failed") and `metadata` (task id, environment).
+
+    Every single-response reward keeps working on an episode through `to_sample()`: the prompt is the turns
+    before the first assistant turn, the response is the final answer, and the episode rides along in
+    `Sample.metadata["episode"]` for rewards that score the whole rollout, each turn or each tool call.
+    """
+
+    turns: list[Turn] = field(default_factory=list)
+    reference: Any = None
+    status: str = "running"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def assistant_turns(self) -> list[int]:
+        """Indices of the assistant turns (the policy's own), in order."""
+        return [k for k, turn in enumerate(self.turns) if turn.role == "assistant"]
+
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call the policy made, in order."""
+        return [call for turn in self.turns if turn.role == "assistant" for call in turn.tool_calls]
+
+    def final_answer(self) -> str:
+        """The answer the episode ends with: a `submit`-style call's `answer` argument when the last assistant
+        turn made one, else the last assistant turn's text ("" when the policy never spoke)."""
+        for k in reversed(self.assistant_turns()):
+            turn = self.turns[k]
+            for call in reversed(turn.tool_calls):
+                answer = call.arguments.get("answer")
+                if isinstance(answer, str):
+                    return answer
+            return turn.content
+        return ""
+
+    def to_sample(self) -> Sample:
+        """The episode as a `Sample`: prompt = the messages before the first assistant turn, response = the final
+        answer, reference = the task's, the episode itself in `metadata["episode"]`."""
+        first = next(iter(self.assistant_turns()), len(self.turns))
+        prompt: list[Message] = [{"role": t.role, "content": t.content} for t in self.turns[:first]]
+        return Sample(prompt=prompt, response=self.final_answer(), reference=self.reference,
+                      group=self.metadata.get("group"), metadata={**self.metadata, "episode": self})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: `turns`, `status`, and `reference`/`metadata` when set."""
+        row: dict[str, Any] = {"turns": [turn.to_dict() for turn in self.turns], "status": self.status}
+        if self.reference is not None:
+            row["reference"] = self.reference
+        if self.metadata:
+            row["metadata"] = self.metadata
+        return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Episode:
+        """Inverse of `to_dict`; also reads OpenAI-style `messages` (assistant `tool_calls` with JSON-string
+        `function.arguments`, `tool` messages answering a `tool_call_id`). A malformed turn raises naming it."""
+        if not isinstance(row, Mapping):
+            raise TypeError(f"an episode row must be a JSON object, got {type(row).__name__}")
+        raw = row.get("turns", row.get("messages"))
+        if not isinstance(raw, list):
+            raise TypeError("an episode needs 'turns' (or 'messages'): a list of turns")
+        turns = [_turn_from_dict(k, item) for k, item in enumerate(raw)]
+        _attach_tool_results(turns)
+        metadata = dict(row["metadata"]) if isinstance(row.get("metadata"), Mapping) else {}
+        return cls(turns=turns, reference=row.get("reference"), status=str(row.get("status", "done")),
+                   metadata=metadata)
+
+
+def _turn_from_dict(k: int, item: Any) -> Turn:
+    """One turn from our dict form or an OpenAI chat message."""
+    if not isinstance(item, Mapping):
+        raise TypeError(f"turns[{k}] must be an object, got {type(item).__name__}")
+    role = item.get("role")
+    if role not in _TURN_ROLES:
+        raise ValueError(f"turns[{k}] has role {role!r}; expected one of {list(_TURN_ROLES)}")
+    content = item.get("content") or ""
+    if isinstance(content, list):  # OpenAI content parts
+        content = "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    calls = []
+    for j, call in enumerate(item.get("tool_calls") or []):
+        if not isinstance(call, Mapping):
+            raise TypeError(f"turns[{k}].tool_calls[{j}] must be an object")
+        inner = call.get("function")
+        function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
+        arguments = function.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                arguments = {"_unparsed": arguments}  # kept: a validity reward must see the malformed call
+        if not isinstance(arguments, dict):
+            arguments = {"_unparsed": arguments}
+        name = function.get("name")
+        if not isinstance(name, str):
+            raise TypeError(f"turns[{k}].tool_calls[{j}] needs a string 'name'")
+        calls.append(ToolCall(name=name, arguments=arguments, id=call.get("id"), result=call.get("result")))
+    metadata = dict(item["metadata"]) if isinstance(item.get("metadata"), Mapping) else {}
+    if role == "tool" and item.get("tool_call_id") is not None:
+        metadata.setdefault("tool_call_id", item["tool_call_id"])
+    return Turn(role=role, content=str(content), tool_calls=calls, metadata=metadata)
+
+
+def _attach_tool_results(turns: list[Turn]) -> None:
+    """Copy each `tool` turn's text onto the call it answers (by `tool_call_id`, else the next unanswered call)."""
+    pending = [call for turn in turns if turn.role == "assistant" for call in turn.tool_calls if call.result is None]
+    by_id = {call.id: call for call in pending if call.id is not None}
+    order = iter(pending)
+    for turn in turns:
+        if turn.role != "tool":
+            continue
+        call = by_id.get(str(turn.metadata.get("tool_call_id")))
+        if call is None:
+            call = next((c for c in order if c.result is None), None)
+        if call is not None and call.result is None:
+            call.result = turn.content
+
+
+def episode_of(sample: Sample) -> Episode | None:
+    """The episode a sample came from (`Sample.metadata["episode"]`, an `Episode` or its dict), or None."""
+    raw = sample.metadata.get("episode")
+    if raw is None or isinstance(raw, Episode):
+        return raw
+    return Episode.from_dict(raw)
 
 
 @dataclass
@@ -148,6 +319,20 @@ class Score:
         if self.error is not None or self.value is None or not math.isfinite(self.value):
             return None
         return float(self.value)
+
+    @property
+    def status(self) -> str:
+        """One of `STATUSES`: "system_failure" (`error` set: the judge, sandbox or checker failed, not the response),
+        "not_applicable" (no value, no error), "response_failure" (the family's failing value, `info` saying why:
+        a timeout, a memory cap, an unparsable answer) or "ok". Trainers mask the first two (`trainer_value` is
+        None) and train on the last two."""
+        if self.error is not None:
+            return "system_failure"
+        if self.value is None:
+            return "not_applicable"
+        if any(key in self.info for key in FAILURE_INFO_KEYS):
+            return "response_failure"
+        return "ok"
 
     @classmethod
     def failure(cls, error: str, **info: Any) -> Score:
