@@ -23,6 +23,8 @@ ROOM_TABLE: dict[str, frozenset[str] | None] = {
     "normalize": frozenset(),
     # pure dense-credit functions (issue 20), at the bottom like normalize (a row this wave adds to DESIGN.md's table)
     "dense": frozenset(),
+    # this machine measured (matmul peak, bandwidth, native bf16) and the one bf16 rule (issue 22), at the bottom
+    "machine": frozenset(),
     "registry": frozenset({"bounded_yaml"}),
     "provenance": frozenset(),
     "runtime": frozenset({"jsonl"}),
@@ -30,11 +32,11 @@ ROOM_TABLE: dict[str, frozenset[str] | None] = {
     # the bottom modules import nothing of ours, so a room may use them without a loop; this wave adds: models and
     # rewards read and write strict JSON through jsonl (model cards, JSON answers), rewards and integrations use dense
     "models": frozenset({"data", "runtime", "jsonl"}),
-    "rewards": frozenset({"registry", "runtime", "models", "data", "bounded_yaml", "jsonl", "dense"}),
+    "rewards": frozenset({"registry", "runtime", "models", "data", "bounded_yaml", "jsonl", "dense", "machine"}),
     "compose": frozenset({"registry", "normalize", "dense"}),  # dense: the sum's spans (pure, at the bottom)
     "select": frozenset({"registry", "runtime", "models", "rewards", "jsonl"}),
     "evaluate": frozenset({"registry", "runtime", "data", "rewards", "select", "normalize", "provenance", "jsonl"}),
-    "train": frozenset({"data", "models", "evaluate", "jsonl", "bounded_yaml"}),
+    "train": frozenset({"data", "models", "evaluate", "jsonl", "bounded_yaml", "machine"}),
     "integrations": frozenset({"registry", "rewards", "compose", "normalize", "jsonl", "dense", "envs"}),
     # multi-turn environments (issue 18): tasks, tools and a reward behind one contract; served and consumed
     "envs": frozenset({"registry", "runtime", "rewards", "models", "data", "jsonl", "dense"}),
