@@ -109,8 +109,8 @@ def test_token_rloo_first_token_is_sequence_rloo() -> None:
 def test_token_reinforce_pp_hand_computed_and_sequence_case() -> None:
     rewards = np.array([[0.0, 1.0], [2.0, 0.0]])
     mask = np.ones((2, 2))
-    # returns-to-go: [[1, 1], [2, 0]]; mean 1, unbiased std sqrt(2/3)
-    expected = (np.array([[1.0, 1.0], [2.0, 0.0]]) - 1.0) / (math.sqrt(2 / 3) + 1e-8)
+    # returns-to-go: [[1, 1], [2, 0]]; mean 1, variance over the 4 valid tokens (0 + 0 + 1 + 1) / 4 = 0.5 (OpenRLHF)
+    expected = (np.array([[1.0, 1.0], [2.0, 0.0]]) - 1.0) / math.sqrt(0.5)
     assert np.allclose(token_reinforce_pp_advantages(rewards, mask), expected)
     discounted = token_reinforce_pp_advantages(rewards, mask, gamma=0.5)
     assert discounted.shape == (2, 2)
@@ -119,7 +119,12 @@ def test_token_reinforce_pp_hand_computed_and_sequence_case() -> None:
     # one token per completion: token REINFORCE++ is sequence REINFORCE++
     values = [0.3, -1.0, 2.0]
     single = token_reinforce_pp_advantages(np.array(values)[:, None], np.ones((3, 1)))
-    assert np.allclose(single[:, 0], reinforce_pp_advantages(values))
+    assert np.allclose(single[:, 0], reinforce_pp_advantages(values, ddof=0, eps=0.0))
+    # padding does not count: the variance is over valid tokens only
+    padded = token_reinforce_pp_advantages(np.array([[1.0, 0.0], [0.0, 3.0]]), np.array([[1, 0], [1, 1]]))
+    # returns-to-go over valid tokens: [1], [3, 3]; mean 7/3, variance (16/9 + 4/9 + 4/9) / 3 = 8/9
+    rstd = 1 / math.sqrt(8 / 9)
+    assert np.allclose(padded, [[(1 - 7 / 3) * rstd, 0.0], [(3 - 7 / 3) * rstd, (3 - 7 / 3) * rstd]])
 
 
 @settings(max_examples=50, deadline=None)

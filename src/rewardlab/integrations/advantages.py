@@ -147,7 +147,9 @@ def reinforce_pp_advantages(
     """REINFORCE++ advantages (Hu et al. 2025): rewards whitened over the whole batch, (r − mean) / (std + eps).
 
     With `groups`, REINFORCE++-baseline: each reward first minus its group's mean, then whitened over the
-    batch. `ddof=1` is the unbiased std (OpenRLHF's `masked_var` default).
+    batch. `ddof=1` is the unbiased std; OpenRLHF (read at commit 3c3be62) whitens the per-token returns over every
+    valid token with the population variance, which is `ddof=0` when each completion is one token
+    (`rewardlab.integrations.dense.token_reinforce_pp_advantages` is its token-level form).
     """
     array = reward_array(rewards)
     if groups is not None:

@@ -189,7 +189,8 @@ def token_rloo_advantages(token_rewards: Any, mask: Any, groups: Sequence[Hashab
 
 def token_reinforce_pp_advantages(token_rewards: Any, mask: Any, *, gamma: float = 1.0, eps: float = 1e-8) -> Any:
     """REINFORCE++ (Hu et al. 2025): discounted returns-to-go of the token rewards, whitened over every valid token
-    of the batch (mean and unbiased std), as OpenRLHF computes them."""
+    of the batch as OpenRLHF's experience maker does (read at OpenRLHF commit 3c3be62): mean and variance over the
+    valid tokens (the variance divided by their count, not count − 1), times rsqrt(max(variance, eps))."""
     if not 0 <= gamma <= 1:
         raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
     rewards = _matrix(token_rewards, "token_rewards")
@@ -197,9 +198,10 @@ def token_reinforce_pp_advantages(token_rewards: Any, mask: Any, *, gamma: float
     returns = _returns_to_go(rewards, valid, gamma)
     present = returns[valid]
     out = np.zeros_like(returns)
-    if len(present) >= 2:
-        std = float(present.std(ddof=1))
-        out = np.where(valid, (returns - float(present.mean())) / (std + eps), 0.0)
+    if len(present):
+        mean = float(present.mean())
+        variance = float(((present - mean) ** 2).mean())
+        out = np.where(valid, (returns - mean) / math.sqrt(max(variance, eps)), 0.0)
     return same_kind(out, token_rewards)
 
 
