@@ -11,9 +11,10 @@ The labelled set is built from real data in ../shared/data:
 
 Both checkers get the same (response, gold) pairs. rewardlab: `rewardlab.load("math").score(samples)` (default
 configuration, in-process). math-verify: `verify(parse(gold), parse(response))` with its defaults, each gold
-parsed once (`parse("\\boxed{gold}")`) — gold caching is granted to both sides. Both get the same warm-up (import time
-excluded on both sides); caches are emptied before each timed run and the best of `--repeats` runs counts.
-A third row times rewardlab with every cache emptied before each single check (its cold worst case).
+parsed once per run (`parse("\\boxed{gold}")`). Both get the same warm-up (import time excluded on both sides).
+The cold comparison empties every rewardlab cache before each single check (gold included) and runs the two
+checkers side by side in this process, alternating in chunks of 100 cases, `--repeats` times: the speed ratio
+is given per repeat and as mean ± std. The warm row (rewardlab's caches kept within a run) is the best of runs.
 
     .venv/bin/python benchmarks/math_verify_compare.py            # full: 500 MATH golds, 400 GSM8K problems
     .venv/bin/python benchmarks/math_verify_compare.py --gsm8k-limit 100 --math-limit 100 --quiet
@@ -27,8 +28,10 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import importlib
 import json
 import platform
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -41,7 +44,6 @@ from rich.table import Table
 
 import rewardlab
 from rewardlab import Sample
-from rewardlab.rewards import _math_normalize, _math_structure, _math_verify
 from rewardlab.testing.answer_variants import (
     RESPONSE_TEMPLATES,
     gsm8k_gold,
@@ -238,61 +240,121 @@ def _progress(quiet: bool) -> Progress:
                     console=Console(stderr=True), disable=quiet)
 
 
+def _math_caches() -> list[Any]:
+    """Every answer cache of the `math` engines: each `lru_cache` in a `rewardlab.rewards._math_*` module."""
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith("rewardlab.rewards._math_")]
+    return [v for m in modules for v in vars(m).values() if callable(getattr(v, "cache_clear", None))]
+
+
+_CACHES: list[Any] = []
+
+
 def _clear_rewardlab_caches() -> None:
-    for cached in (_math_verify._compare, _math_structure._parse_answer, _math_normalize._normalize,
-                   _math_normalize._canonical):
+    """Empty every answer cache of the `math` engines (found once, after the engines are imported)."""
+    if not _CACHES:
+        _CACHES.extend(_math_caches())
+    for cached in _CACHES:
         cached.cache_clear()
+
+
+def _samples(cases: list[Case]) -> list[Sample]:
+    return [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
 
 
 def run_rewardlab(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
     """Verdicts of `rewardlab.load("math")` and the best seconds of `repeats` runs (caches emptied before each)."""
     reward = rewardlab.load("math")
-    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
+    samples = _samples(cases)
     reward.score(samples[:20])  # warm-up: regex compilation, same as math-verify gets
-    import sympy  # noqa: F401 - math-verify imports sympy at import time; import time is excluded on both sides
-
     best = float("inf")
     verdicts: list[bool] = []
-    batch = 256
     with _progress(quiet) as progress:
         task = progress.add_task("rewardlab math", total=len(samples) * repeats)
         for _ in range(repeats):
             _clear_rewardlab_caches()
             verdicts = []
             start = time.perf_counter()
-            for i in range(0, len(samples), batch):
-                scores = reward.score(samples[i : i + batch])
+            for i in range(0, len(samples), 256):
+                scores = reward.score(samples[i : i + 256])
                 verdicts.extend(s.value == 1.0 for s in scores)
                 progress.advance(task, len(scores))
             best = min(best, time.perf_counter() - start)
     return verdicts, best
 
 
-def run_rewardlab_uncached(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
-    """The same, but every parse/compare cache emptied before each check (the cold worst case); best of runs."""
+@dataclass
+class Cold:
+    """The cold side-by-side run: verdicts and seconds per repeat of each checker, CPU and wall seconds in all."""
+
+    ours: list[bool]
+    theirs: list[bool] | None
+    our_seconds: list[float]
+    their_seconds: list[float]
+    cpu_seconds: float
+    wall_seconds: float
+
+
+def run_cold_side_by_side(cases: list[Case], quiet: bool, repeats: int, with_math_verify: bool,
+                          chunk: int = 100) -> Cold:
+    """rewardlab with every cache emptied before each check, and math-verify, side by side in this process.
+
+    The two alternate chunk by chunk (who goes first alternates too), so load from other processes falls on
+    both alike; each repeat gives one ratio. math-verify parses each gold once per repeat (granted).
+    """
     reward = rewardlab.load("math")
-    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
-    verdicts: list[bool] = []
-    best = float("inf")
+    samples = _samples(cases)
+    mv: Any = importlib.import_module("math_verify") if with_math_verify else None
+
+    def theirs_check(case: Case, golds: dict[str, Any]) -> bool:
+        gold = golds.get(case.gold)
+        if gold is None:
+            gold = golds[case.gold] = mv.parse("\\boxed{" + case.gold + "}")
+        try:
+            return bool(mv.verify(gold, mv.parse(case.response)))
+        except Exception:
+            return False
+
+    for i in range(20):  # the same warm-up for both: regex compilation, imports (sympy for both)
+        reward.score([samples[i]])
+        if with_math_verify:
+            theirs_check(cases[i], {})
+    import sympy  # noqa: F401 - math-verify imports sympy at import time; import time is excluded on both sides
+
+    out = Cold([], [] if with_math_verify else None, [], [], 0.0, 0.0)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     with _progress(quiet) as progress:
-        task = progress.add_task("rewardlab math, no caches", total=len(samples) * repeats)
-        for _ in range(repeats):
-            verdicts = []
-            elapsed = 0.0
-            for sample in samples:
-                _clear_rewardlab_caches()
-                start = time.perf_counter()
-                verdicts.append(reward.score([sample])[0].value == 1.0)
-                elapsed += time.perf_counter() - start
-                progress.advance(task)
-            best = min(best, elapsed)
-    return verdicts, best
+        task = progress.add_task("cold: rewardlab (no caches) and math-verify", total=len(cases) * repeats)
+        for repeat in range(repeats):
+            golds: dict[str, Any] = {}
+            ours: list[bool] = []
+            theirs: list[bool] = []
+            our_time = their_time = 0.0
+            for n, begin in enumerate(range(0, len(cases), chunk)):
+                block = range(begin, min(begin + chunk, len(cases)))
+                for who in ((0, 1) if (n + repeat) % 2 == 0 else (1, 0)):
+                    if who == 1 and not with_math_verify:
+                        continue
+                    start = time.perf_counter()
+                    if who == 0:
+                        for i in block:
+                            _clear_rewardlab_caches()
+                            ours.append(reward.score([samples[i]])[0].value == 1.0)
+                        our_time += time.perf_counter() - start
+                    else:
+                        theirs.extend(theirs_check(cases[i], golds) for i in block)
+                        their_time += time.perf_counter() - start
+                progress.advance(task, len(block))
+            out.ours, out.theirs = ours, theirs if with_math_verify else None
+            out.our_seconds.append(our_time)
+            out.their_seconds.append(their_time)
+    out.cpu_seconds, out.wall_seconds = time.process_time() - cpu0, time.perf_counter() - wall0
+    return out
 
 
 def run_rewardlab_isolated(cases: list[Case], quiet: bool) -> tuple[list[bool], float]:
     """rewardlab with the runtime's hard per-sample timeout (each sample in a killable worker process)."""
     reward = rewardlab.load("math").configure(timeout=10.0)
-    samples = [Sample(prompt="", response=c.response, reference=c.gold) for c in cases]
+    samples = _samples(cases)
     try:
         reward.score(samples[:20])  # starts the worker
         verdicts: list[bool] = []
@@ -309,31 +371,9 @@ def run_rewardlab_isolated(cases: list[Case], quiet: bool) -> tuple[list[bool], 
     return verdicts, elapsed
 
 
-def run_math_verify(cases: list[Case], quiet: bool, repeats: int) -> tuple[list[bool], float]:
-    """Verdicts of math-verify (`verify(parse(gold), parse(response))`, defaults) and the best seconds of runs."""
-    from math_verify import parse, verify
-
-    for case in cases[:20]:  # same warm-up
-        verify(parse("\\boxed{" + case.gold + "}"), parse(case.response))
-    verdicts: list[bool] = []
-    best = float("inf")
-    with _progress(quiet) as progress:
-        task = progress.add_task("math-verify", total=len(cases) * repeats)
-        for _ in range(repeats):
-            gold_cache: dict[str, Any] = {}
-            verdicts = []
-            start = time.perf_counter()
-            for case in cases:
-                gold = gold_cache.get(case.gold)
-                if gold is None:
-                    gold = gold_cache[case.gold] = parse("\\boxed{" + case.gold + "}")
-                try:
-                    verdicts.append(bool(verify(gold, parse(case.response))))
-                except Exception:
-                    verdicts.append(False)
-                progress.advance(task)
-            best = min(best, time.perf_counter() - start)
-    return verdicts, best
+def mean_std(values: list[float]) -> dict[str, float]:
+    """Mean and sample standard deviation (0 for one value)."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
 def accuracy(verdicts: list[bool], cases: list[Case], keep: Any = None) -> dict[str, Any]:
@@ -346,6 +386,15 @@ def accuracy(verdicts: list[bool], cases: list[Case], keep: Any = None) -> dict[
     false_pos = sum(v and not c.equivalent for v, c in pairs)
     return {"n": len(pairs), "accuracy": right / len(pairs), "false_negatives": false_neg,
             "false_positives": false_pos}
+
+
+def _machine_info(cpu_seconds: float, wall_seconds: float) -> dict[str, Any] | None:
+    """The CPU class and how busy this process kept a core (benchmarks/_machine.py), or None without it."""
+    try:
+        import _machine  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return {"machine": _machine.describe(), "cpu_busy": _machine.cpu_busy(cpu_seconds, wall_seconds)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,18 +414,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: real data folder {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
         return 1
     cases = build_cases(args.math_limit, args.gsm8k_limit)
-    ours, our_seconds = run_rewardlab(cases, args.quiet, args.repeats)
-    if args.skip_math_verify:
-        theirs, their_seconds = list(ours), float("nan")
-    else:
+    if not args.skip_math_verify:
         try:
             import math_verify  # noqa: F401
         except ImportError:
             print("error: math-verify is not installed (pip install 'rewardlab[bench]'), or pass --skip-math-verify",
                   file=sys.stderr)
             return 1
-        theirs, their_seconds = run_math_verify(cases, args.quiet, args.repeats)
-    cold, cold_seconds = run_rewardlab_uncached(cases, args.quiet, args.repeats)
+    ours, our_seconds = run_rewardlab(cases, args.quiet, args.repeats)
+    cold_run = run_cold_side_by_side(cases, args.quiet, args.repeats, not args.skip_math_verify)
+    cold, cold_seconds = cold_run.ours, statistics.fmean(cold_run.our_seconds)
+    theirs = cold_run.theirs if cold_run.theirs is not None else list(ours)
+    their_seconds = statistics.fmean(cold_run.their_seconds) if cold_run.theirs is not None else float("nan")
+    ratios = [t / o for t, o in zip(cold_run.their_seconds, cold_run.our_seconds, strict=True)]
     distinct_pairs = len({(c.response, c.gold) for c in cases})
     isolated_cases = cases[:: max(1, len(cases) // 1000)]
     _clear_rewardlab_caches()
@@ -394,14 +444,19 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "processor": platform.processor() or platform.machine()},
         "cases": len(cases),
-        "timing": f"best of {args.repeats} runs per checker; other processes shared the machine's cores",
+        "cpu": _machine_info(cold_run.cpu_seconds, cold_run.wall_seconds),
+        "timing": f"cold: rewardlab with every cache emptied before each check and math-verify alternate in chunks "
+                  f"of 100 in one process, {args.repeats} repeats, one ratio per repeat (mean ± std); warm rewardlab: "
+                  f"best of {args.repeats}; other processes shared the machine's cores",
         "labels": dict(collections.Counter("equivalent" if c.equivalent else "not equivalent" for c in cases)),
         "checkers": {
             "rewardlab": {"seconds": our_seconds, "checks_per_second": len(cases) / our_seconds,
                           "accuracy": {k: accuracy(ours, cases, f) for k, f in datasets.items()}},
-            "rewardlab (no caches)": {"seconds": cold_seconds, "checks_per_second": len(cases) / cold_seconds,
+            "rewardlab (no caches)": {"seconds": cold_seconds, "seconds_per_repeat": cold_run.our_seconds,
+                                      "checks_per_second": len(cases) / cold_seconds,
                                       "accuracy": {k: accuracy(cold, cases, f) for k, f in datasets.items()}},
-            "math-verify": {"seconds": their_seconds, "checks_per_second": len(cases) / their_seconds,
+            "math-verify": {"seconds": their_seconds, "seconds_per_repeat": cold_run.their_seconds,
+                            "checks_per_second": len(cases) / their_seconds,
                             "accuracy": {k: accuracy(theirs, cases, f) for k, f in datasets.items()}},
         },
         "distinct_response_gold_pairs": distinct_pairs,
@@ -410,8 +465,8 @@ def main(argv: list[str] | None = None) -> int:
             "checks_per_second": len(isolated_cases) / isolated_seconds,
             "note": "configure(timeout=10): every sample sent to a killable worker process (one worker)",
         },
-        "speedup": their_seconds / our_seconds,
-        "speedup_no_caches": their_seconds / cold_seconds,
+        "speedup": min(cold_run.their_seconds or [float("nan")]) / our_seconds,  # best against best
+        "speedup_no_caches": {**mean_std(ratios), "per_repeat": ratios},
         "checker_agreement": sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(cases),
         "by_rule": {
             f"{ds}/{rule}": {
@@ -448,7 +503,10 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(name, *cells, f"{entry['checks_per_second']:,.0f}")
     console.print(table)
     if not args.skip_math_verify:
-        console.print(f"speed-up {result['speedup']:.1f}x ({result['speedup_no_caches']:.1f}x with no caches); "
+        cold_ratio = result["speedup_no_caches"]
+        console.print(f"speed-up {result['speedup']:.1f}x warm; cold (every rewardlab cache emptied before each "
+                      f"check, side by side): {cold_ratio['mean']:.1f}x ± {cold_ratio['std']:.1f} over "
+                      f"{len(ratios)} repeats; "
                       f"the two checkers agree on {result['checker_agreement']:.4f}"
                       f" of cases; n per column: " + ", ".join(
                           f"{k}={result['checkers']['rewardlab']['accuracy'][k]['n']}" for k in datasets))
@@ -468,6 +526,9 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"label={c.equivalent} rewardlab={v} math-verify={w} rule={c.rule} gold={c.gold!r} "
                           f"response={c.response[-80:]!r}", markup=False, highlight=False)
             shown += 1
+    if result["cpu"] is not None:
+        console.print(f"machine: {result['cpu']['machine']}; CPU busy during the cold run: {result['cpu']['cpu_busy']}",
+                      markup=False, highlight=False)
     console.print(f"wrote {args.output}")
     return 0
 

@@ -120,48 +120,78 @@ def unit_of(s: str) -> str | None:
     return _normalize(s)[1]
 
 
+PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+"""An answer that is only an ASCII integer or decimal: every normalisation step leaves it as it is."""
+_ASCII_LETTER = re.compile(r"[a-zA-Z]")
+
+
 @lru_cache(maxsize=65536)
 def _normalize(s: str) -> tuple[str, str | None]:
+    plain = s.strip()
+    if PLAIN_NUMBER.fullmatch(plain):
+        return plain, None  # no step below can change a plain number (tests/test_math.py checks it on random text)
+    return _normalize_steps(s)
+
+
+def _normalize_steps(s: str) -> tuple[str, str | None]:
+    """Every normalisation step; a step whose pattern needs a character the text lacks is skipped."""
     units: list[str] = []
     s = strip_delimiters(s)
-    s = _THOUSANDS_MARK.sub(",", s)
-    s = _SPACING.sub(" ", s)
-    s = _FRAC_WORDS.sub(r"\\frac", s)
-    s = _EMPTY_SET.sub(r"\\emptyset", s)
-    if "\\$" in s:
-        units.append("dollar")
-    s = s.replace("\\$", "").replace("$", "").replace("\\dots", "...").replace("\\ldots", "...")
-    s, text_unit = _unwrap_text_commands(s)
-    if text_unit is not None:
-        units.append(text_unit)
-    if _DEGREES.search(s):
+    slash = "\\" in s
+    if ",\\!" in s:
+        s = _THOUSANDS_MARK.sub(",", s)
+    if slash or "~" in s:
+        s = _SPACING.sub(" ", s)
+    if slash:
+        s = _FRAC_WORDS.sub(r"\\frac", s)
+    if slash or "∅" in s:
+        s = _EMPTY_SET.sub(r"\\emptyset", s)
+    if "$" in s:
+        if "\\$" in s:
+            units.append("dollar")
+        s = s.replace("\\$", "").replace("$", "")
+    if slash:
+        s = s.replace("\\dots", "...").replace("\\ldots", "...")
+        s, text_unit = _unwrap_text_commands(s)
+        if text_unit is not None:
+            units.append(text_unit)
+    if (slash or "°" in s or "^" in s) and _DEGREES.search(s):
         units.append("degree")
         s = _DEGREES.sub("", s)
-    s = _PERCENT.sub("", s)
-    s = s.replace("−", "-").replace("×", "\\times").replace("·", "\\cdot").replace("√", "\\sqrt")
-    s = s.replace("π", "\\pi").replace("∞", "\\infty")
+    if "%" in s:
+        s = _PERCENT.sub("", s)
+    ascii_only = s.isascii()
+    if not ascii_only:
+        s = s.replace("−", "-").replace("×", "\\times").replace("·", "\\cdot").replace("√", "\\sqrt")
+        s = s.replace("π", "\\pi").replace("∞", "\\infty")
     s = s.strip().rstrip(".").strip()
     s = _NUMBER_WORDS.get(s.lower(), s)
-    s = _MEMBER.sub("", s)
-    for _ in range(2):
-        for pattern in (_TRAILING_UNIT, _SPACED_SHORT_UNIT):
-            found = pattern.search(s)
-            if found is not None:
-                units.append(found.group(0))
-                s = s[: found.start()].strip()
-    if _THOUSANDS.fullmatch(s):
+    if "\\in" in s or "∈" in s:
+        s = _MEMBER.sub("", s)
+    # A unit needs a letter (case-insensitive matching also reads some non-ASCII letters, e.g. the Kelvin sign);
+    # the steps below only shorten the text, so one without letters stays without.
+    letters = not ascii_only or _ASCII_LETTER.search(s) is not None
+    if letters:
+        for _ in range(2):
+            for pattern in (_TRAILING_UNIT, _SPACED_SHORT_UNIT):
+                found = pattern.search(s)
+                if found is not None:
+                    units.append(found.group(0))
+                    s = s[: found.start()].strip()
+    if "," in s and _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
-    elif _THOUSANDS_SPACED.fullmatch(s):
+    elif " " in s and _THOUSANDS_SPACED.fullmatch(s):
         s = s.replace(" ", "")
-    counted = _COUNTED.fullmatch(s)
+    counted = _COUNTED.fullmatch(s) if letters else None
     if counted and not HEDGE_WORDS.search(counted.group(2)):
         s = counted.group(1)  # "18 apples" → 18
         units.append(counted.group(2))
-    mixed = _MIXED.fullmatch(s)
-    if mixed:
-        sign, whole, num, den = mixed.groups()
-        s = f"{sign}({whole}+{num}/{den})"
-    return s.strip(), _unit_key(units)
+    if "/" in s:
+        mixed = _MIXED.fullmatch(s)
+        if mixed:
+            sign, whole, num, den = mixed.groups()
+            s = f"{sign}({whole}+{num}/{den})"
+    return s.strip(), _unit_key(units) if units else None
 
 
 _UNIT_NAMES = {

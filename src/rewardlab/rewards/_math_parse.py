@@ -38,22 +38,26 @@ _TIMES = frozenset(("\\cdot", "\\times", "\\ast", "*"))
 _NOT_FACTORS = frozenset(("\\pm", "\\mp", "\\div", "\\}", "\\cup", "\\le", "\\ge", "\\rfloor", "\\rceil"))
 
 
+_DIGIT_EXPONENT = re.compile(r"\d[eE][-+]?\d")
+
+
 def tokenize(s: str) -> list[tuple[str, str]]:
     """(kind, text) tokens; spaces dropped. Raises `ParseError` on a character the grammar does not know."""
     tokens: list[tuple[str, str]] = []
     pos = 0
-    while pos < len(s):
-        match = _TOKEN.match(s, pos)
-        if match is None:
-            raise ParseError(f"unexpected character {s[pos]!r} at {pos}")
-        kind = match.lastgroup or ""
-        text = match.group(0)
+    for match in _TOKEN.finditer(s):  # no token is empty, so a gap between matches is an unknown character
+        if match.start() != pos:
+            break
         pos = match.end()
+        kind = match.lastgroup or ""
         if kind == "space":
             continue
-        if kind == "num" and "e" in text.lower() and not re.search(r"\d[eE][-+]?\d", text):
+        text = match.group(0)
+        if kind == "num" and ("e" in text or "E" in text) and not _DIGIT_EXPONENT.search(text):
             raise ParseError(f"bad number {text!r}")
         tokens.append((kind, text))
+    if pos != len(s):
+        raise ParseError(f"unexpected character {s[pos]!r} at {pos}")
     return tokens
 
 
@@ -70,11 +74,11 @@ class _Parser:
         return self.tokens[j] if j < len(self.tokens) else None
 
     def take(self) -> tuple[str, str]:
-        token = self.peek()
-        if token is None:
+        i = self.i
+        if i >= len(self.tokens):
             raise ParseError("unexpected end of expression")
-        self.i += 1
-        return token
+        self.i = i + 1
+        return self.tokens[i]
 
     def expect(self, text: str) -> None:
         token = self.take()
@@ -82,8 +86,8 @@ class _Parser:
             raise ParseError(f"expected {text!r}, got {token[1]!r}")
 
     def at(self, *texts: str) -> bool:
-        token = self.peek()
-        return token is not None and token[1] in texts
+        i = self.i
+        return i < len(self.tokens) and self.tokens[i][1] in texts
 
     def parse(self) -> Node:
         node = self.sum()
@@ -184,7 +188,7 @@ class _Parser:
             return node
         kind, text = self.take()
         if kind == "num":
-            return _number(text)
+            return number_node(text)
         if kind == "sym":
             return ("s", text)
         if kind == "cmd":
@@ -195,7 +199,7 @@ class _Parser:
     def atom(self) -> Node:
         kind, text = self.take()
         if kind == "num":
-            node = _number(text)
+            node = number_node(text)
             if self.at("\\frac") and "." not in text:  # mixed number 4\frac{2}{3}
                 mark = self.i
                 self.take()
@@ -264,23 +268,24 @@ class _Parser:
             self.i += 1
             rest = token[1][1:]
             self.tokens.insert(self.i, ("num", rest))
-            return _number(token[1][0])
+            return number_node(token[1][0])
         return self.group()
 
 
-def _number(text: str) -> Node:
+def number_node(text: str) -> Node:
     """A number node: `("n", exact Fraction, shown)`, `shown` the place value of its last written digit when it
     was written with a decimal point or an exponent (`142857.0` → 1/10, `3.2e5` → 10^4), else False."""
     mantissa, _, exponent = text.lower().partition("e")
     if exponent and abs(int(exponent)) > 400:
         raise ParseError(f"exponent too large in {text!r}")
-    value = Fraction(mantissa if mantissa != "." else "0")
+    whole, point, decimals_text = mantissa.partition(".")
+    digits = int(whole + decimals_text or "0")  # int(): Fraction would parse the string with a regex
+    value = Fraction(digits, 10 ** len(decimals_text)) if decimals_text else Fraction(digits)
     if exponent:
         value *= Fraction(10) ** int(exponent)
-    if "." not in mantissa and not exponent:
+    if not point and not exponent:
         return ("n", value, False)
-    decimals = len(mantissa.partition(".")[2])
-    return ("n", value, Fraction(10) ** (int(exponent or 0) - decimals))
+    return ("n", value, Fraction(10) ** (int(exponent or 0) - len(decimals_text)))
 
 
 def parse_expression(s: str) -> Node:

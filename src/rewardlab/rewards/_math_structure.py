@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rewardlab.rewards._math_evaluate import Node
-from rewardlab.rewards._math_normalize import MAX_ANSWER_CHARS, canonical, normalize
-from rewardlab.rewards._math_parse import ParseError, parse_expression
+from rewardlab.rewards._math_normalize import MAX_ANSWER_CHARS, PLAIN_NUMBER, canonical, normalize
+from rewardlab.rewards._math_parse import ParseError, number_node, parse_expression
 
 
 @dataclass(frozen=True)
@@ -272,6 +272,8 @@ def parse_answer(text: str) -> Answer:
 @lru_cache(maxsize=65536)
 def _parse_answer(text: str) -> Answer:
     s = normalize(text)
+    if PLAIN_NUMBER.fullmatch(s):  # what the parser makes of `-?digits[.digits]`, without tokens
+        return Expr(("neg", number_node(s[1:])) if s[0] == "-" else number_node(s))
     if _WORDY.search(_KNOWN_WORDS.sub("", s)):
         return Text(canonical(text))
     try:

@@ -423,7 +423,6 @@ def same_text(prediction: str, reference: str) -> bool:
 
 def full_compare(prediction: str, reference: str, rules: Rules) -> Verdict:
     """The comparison without the string fast path: parse both answers and compare their structures."""
-    p_canon = canonical(prediction)
     p, g = parse_answer(prediction), parse_answer(reference)
     verdict = _answer_equal(p, g, rules)
     if verdict.equal:
@@ -435,8 +434,10 @@ def full_compare(prediction: str, reference: str, rules: Rules) -> Verdict:
             again = _answer_equal(scaled, g, rules) if p_pct else _answer_equal(p, scaled, rules)
             if again.equal:
                 return Verdict(True, "percent")
-    if isinstance(g, Text) and "_" in g.text and g.text.split("_", 1)[0] == p_canon and p_canon.isdigit():
-        return Verdict(True, "base-subscript")  # 204_5 answered as 204
+    if isinstance(g, Text) and "_" in g.text:
+        p_canon = canonical(prediction)
+        if g.text.split("_", 1)[0] == p_canon and p_canon.isdigit():
+            return Verdict(True, "base-subscript")  # 204_5 answered as 204
     if isinstance(p, Text) and not isinstance(g, Text) and verdict.reason is None:
         return Verdict(False, verdict.path, reason="the answer is not math this checker reads; compared as text")
     return verdict
