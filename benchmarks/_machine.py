@@ -26,9 +26,10 @@ def _same_cpu(recorded: dict[str, Any]) -> bool:
             and bool(cpu.get("bf16_forced_off", False)) == here.bf16_forced_off)
 
 
-def measure_and_write(path: Path = RESULTS) -> MachinePeak:
-    """Measure this machine now and write the result to `path` (JSON)."""
+def measure_and_write(path: Path | None = None) -> MachinePeak:
+    """Measure this machine now and write the result to `path` (JSON; default benchmarks/results/machine_peak.json)."""
     measured = take_measurement()
+    path = RESULTS if path is None else path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({**measured.to_dict(), "note": NOTE}, indent=2) + "\n", encoding="utf-8")

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rewardlab.machine import measure_machine
 from rewardlab.train import TrainConfig, train_reward_model
-from rewardlab.train.precision import BF16_MIN_SPEEDUP, bf16_supported, measure_bf16, resolve_precision
+from rewardlab.train.precision import BF16_MIN_SPEEDUP, bf16_supported, resolve_precision
 from rewardlab.train.trainer import RewardTrainer
 from tests.test_trainer import config, easy_pairs
 from tests.test_trainer import saved_weights as weights
@@ -138,13 +139,13 @@ def test_the_launcher_precision_is_overridden_and_said(tmp_path: Path, llama: st
 
 def test_bf16_is_chosen_by_a_cached_measurement() -> None:
     cpu = torch.device("cpu")
-    measured = measure_bf16(cpu)
-    assert measure_bf16(cpu) is measured  # measured once per process and device
-    assert measured.supported and measured.fp32_seconds > 0 and measured.bf16_seconds > 0
-    assert measured.speedup == pytest.approx(measured.fp32_seconds / measured.bf16_seconds)
-    assert bf16_supported(cpu) == (measured.speedup >= BF16_MIN_SPEEDUP) == measured.fast
-    assert resolve_precision("auto", cpu)[0] == ("bf16" if measured.fast else "fp32")
-    assert resolve_precision("auto", cpu)[1].startswith("auto: cpu: 256x256 matmul")
+    measured = measure_machine()
+    assert measure_machine() is measured  # measured once per process (rewardlab.machine, the one home)
+    assert measured.peak_gflops("fp32", "1") > 0 and measured.peak_gflops("bf16", "1") > 0
+    assert bf16_supported(cpu) == measured.bf16_fast
+    assert measured.bf16_fast == (measured.cpu.native_bf16 is not False and measured.bf16_speedup >= BF16_MIN_SPEEDUP)
+    assert resolve_precision("auto", cpu)[0] == measured.fast_dtype
+    assert "matmul at 1 thread" in resolve_precision("auto", cpu)[1]
     assert resolve_precision("fp32", cpu) == ("fp32", "TrainConfig.precision")
     assert resolve_precision("bf16", cpu) == ("bf16", "TrainConfig.precision")
     assert bf16_supported(torch.device("meta")) is False

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
+from rewardlab.machine import auto_dtype
 from rewardlab.models.card import ModelCard
 from rewardlab.registry import register
 from rewardlab.rewards._held import HeldState
@@ -48,17 +49,8 @@ def _pick_device(device: str) -> str:
 
 
 def native_bf16(device: str) -> bool:
-    """True when `device` computes bfloat16 natively: a CUDA GPU that supports it, or a CPU with AVX-512 BF16/AMX."""
-    import torch
-
-    if device.startswith("cuda"):
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            flags = handle.read(1 << 16)
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    """True when `device` computes bfloat16 natively and fast, by rewardlab.machine's one rule (measured once)."""
+    return auto_dtype(device)[0] == "bf16"
 
 
 def _unicode_problem(prompt: Any, response: str) -> str | None:
@@ -90,8 +82,8 @@ class ModelReward(HeldState, Reward):
     `torch_dtype` (e.g. `bfloat16`; default: as saved), `precision` (`fp32`, the default: exact and batch-invariant
     to 1e-6; `bf16`: forward passes under bfloat16 autocast, several times faster on GPUs and on CPUs with
     AVX-512 BF16/AMX, with scores that then differ from fp32 by up to ~1e-2 and move with batch composition;
-    `auto`: `bf16` where the device has native bfloat16, else `fp32`), `max_batch_tokens` (padded tokens per
-    forward pass at most, 16384).
+    `auto`: `bf16` where the device's bfloat16 is native and measured fast (rewardlab.machine), else `fp32`),
+    `max_batch_tokens` (padded tokens per forward pass at most, 16384).
     """
 
     _transient = (("_model", _none),)

