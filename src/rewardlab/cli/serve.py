@@ -15,10 +15,18 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     """Register `serve`."""
     serve = subparsers.add_parser(
         "serve", parents=[parent], help="serve a reward over HTTP (batched across requests)",
-        description="Serve a reward: POST /v1/score, POST /get_reward (OpenRLHF), GET /health, /metrics, /v1/info.",
+        description="Serve a reward: POST /v1/score, POST /get_reward (OpenRLHF), GET /health, /metrics, /v1/info; "
+                    "or an environment over one protocol per port (--env SPEC --protocol ors|openenv|nemo-gym).",
     )
-    serve.add_argument("--reward", "-r", required=True, metavar="SPEC",
+    serve.add_argument("--reward", "-r", default=None, metavar="SPEC",
                        help="reward spec (name, family:ARG, JSON, YAML)")
+    serve.add_argument("--env", default=None, metavar="SPEC",
+                       help='environment spec, e.g. \'{"answer": {"tasks": "tasks.jsonl", "reward": "exact_match"}}\' '
+                            "(with --protocol; the 'protocols' extra)")
+    serve.add_argument("--protocol", default=None, choices=("ors", "openenv", "nemo-gym"),
+                       help="the environment protocol served on this port (with --env)")
+    serve.add_argument("--max-sessions", type=int, default=4096, metavar="N",
+                       help="open environment sessions at most; the oldest is dropped beyond it (4096)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="TCP port (8000)")
     serve.add_argument("--max-batch-tokens", type=int, default=16384, metavar="N",
@@ -49,6 +57,10 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Load the reward, build the app, run uvicorn (or Ray Serve) until interrupted; in-flight requests drain."""
+    if (args.env is None) == (args.reward is None):
+        raise CLIError("give exactly one of --reward SPEC (a reward server) and --env SPEC (an environment)")
+    if (args.env is None) != (args.protocol is None):
+        raise CLIError("--env and --protocol go together: an environment is served over one protocol per port")
     api_key = args.api_key or os.environ.get("REWARDLAB_API_KEY") or None
     options: dict[str, Any] = {
         "max_batch_tokens": args.max_batch_tokens, "max_batch_size": args.max_batch_size,
@@ -56,6 +68,8 @@ def run_serve(args: argparse.Namespace) -> int:
         "max_body_bytes": int(args.max_body_mb * (1 << 20)), "api_key": api_key,
         "files_root": _files_root(args.files_root), "docs": not args.no_docs,
     }
+    if args.env is not None:
+        return _serve_env(args, options)
     if args.ray:
         from rewardlab.serve.ray_serve import serve_with_ray
 
@@ -94,6 +108,36 @@ def run_serve(args: argparse.Namespace) -> int:
                       f"(POST /v1/score, POST /get_reward, GET /health, /metrics, /v1/info)", highlight=False)
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal with the handler it found: make
     # that one a no-op so a drained shutdown exits 0 (Ctrl-C twice still forces an exit).
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    uvicorn.Server(config).run()
+    return 0
+
+
+def _serve_env(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """Serve `--env` over `--protocol` on its own port, with the reward server's limits and batching."""
+    if args.ray:
+        raise CLIError("--env is served in one process; --ray serves rewards only")
+    try:
+        import uvicorn
+
+        from rewardlab.envs import load_env
+        from rewardlab.serve.guard import uvicorn_config
+        from rewardlab.serve.protocols import ServeLimits, create_protocol_app
+    except ImportError as error:
+        raise CLIError(f"serving an environment needs the 'serve' extra: {error}") from None
+    try:
+        env = load_env(args.env)
+        if args.workers is not None or args.timeout is not None:
+            env.reward.configure(workers=args.workers, timeout=args.timeout)
+        limits = ServeLimits(**{k: v for k, v in options.items() if k != "docs"}, max_sessions=args.max_sessions)
+        app = create_protocol_app(env, args.protocol, limits)
+        config = uvicorn_config(app, host=args.host, port=args.port, request_timeout=args.request_timeout,
+                                max_connections=args.max_connections, log_level="warning" if args.quiet else "info")
+    except (SpecError, ValueError, ImportError) as error:
+        raise CLIError(str(error)) from None
+    if not args.quiet:
+        console.print(f"serving environment [bold]{env.name}[/] ({len(env.tasks())} tasks) over {args.protocol} on "
+                      f"http://{args.host}:{args.port}", highlight=False)
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.Server(config).run()
     return 0

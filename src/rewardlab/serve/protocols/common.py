@@ -63,8 +63,26 @@ class SocketGuard:
         await self.app(scope, receive, send)
 
 
-def protect(app: FastAPI, env: Environment, limits: ServeLimits, *, endpoints: frozenset[str]) -> FastAPI:
-    """`app` with the guard and the batcher around it, and `env.scorer` replaced by the batcher (see the module)."""
+class KeyHeader:
+    """ASGI middleware: a client that sends its key in its protocol's own header (the ORS SDK's `X-API-Key`) is
+    read as `Authorization: Bearer <key>`, so the one guard checks every protocol's clients."""
+
+    def __init__(self, app: Any, *, header: bytes) -> None:
+        self.app, self.header = app, header.lower()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = list(scope.get("headers", []))
+        if scope["type"] in ("http", "websocket") and not any(n.lower() == b"authorization" for n, _ in headers):
+            key = next((v for n, v in headers if n.lower() == self.header), None)
+            if key is not None:
+                scope = {**scope, "headers": [*headers, (b"authorization", b"Bearer " + key)]}
+        await self.app(scope, receive, send)
+
+
+def protect(app: FastAPI, env: Environment, limits: ServeLimits, *, endpoints: frozenset[str],
+            key_header: str | None = None) -> FastAPI:
+    """`app` with the guard and the batcher around it, and `env.scorer` replaced by the batcher (see the module);
+    `key_header` names a protocol's own API-key header, read as the bearer token."""
     if limits.api_key is not None and not limits.api_key:
         raise ValueError("api_key must be a non-empty string or None")
     if limits.max_sessions < 1:
@@ -93,6 +111,8 @@ def protect(app: FastAPI, env: Environment, limits: ServeLimits, *, endpoints: f
     app.add_middleware(SocketGuard, api_key=limits.api_key)  # type: ignore[arg-type]
     app.add_middleware(Guard, api_key=limits.api_key, max_body_bytes=limits.max_body_bytes,  # type: ignore[arg-type]
                        metrics=metrics, endpoints=endpoints)
+    if key_header is not None:
+        app.add_middleware(KeyHeader, header=key_header.encode("latin-1"))  # type: ignore[arg-type]
     return app
 
 

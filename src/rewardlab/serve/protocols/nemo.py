@@ -134,7 +134,8 @@ async def verified(env: Environment, sessions: GymSessions, key: str | None, row
     score = session.score
     answer = dict(row)
     value = None if score is None else score.trainer_value()
-    answer["reward"] = float(value) if value is not None else float(env.reward.failure_value)
+    failing = env.reward.failure_value
+    answer["reward"] = float(value) if value is not None else float(failing if failing is not None else 0.0)
     if value is None:
         answer.update(mask_sample=True, failure_kind="rewardlab:" + (score.status if score else "unscored"),
                       failure_reason=(score.error if score else None) or "no score")
@@ -154,7 +155,8 @@ def create_nemo_app(env: Environment, limits: ServeLimits | None = None) -> Fast
 
     async def handle(request: Request, work: Any) -> Response:
         try:
-            return await work(await _row(request, limits.max_body_bytes))
+            answer: Response = await work(await _row(request, limits.max_body_bytes))
+            return answer
         except BodyTooLargeError as error:
             return json_response({"detail": str(error)}, 413)
         except ClientGoneError:

@@ -29,7 +29,7 @@ from rewardlab.serve.protocols.common import ServeLimits, prompt_text, protect
 ENDPOINTS = frozenset({"/health", "/schema", "/metadata", "/mcp", "/ws", "/reset", "/step", "/state"})
 
 
-class TaskObservation(Observation):
+class TaskObservation(Observation):  # type: ignore[misc]
     """What `reset` shows the policy: the opening text, the messages it came from, the tools and the public task."""
 
     prompt: str = Field(description="the system instructions and the task, as one text")
@@ -58,7 +58,7 @@ class RewardlabOpenEnv(OpenEnvEnvironment):  # type: ignore[misc]
             return ids.index(str(task_id))
         if task_index is not None:
             return int(task_index)
-        return next(self._order) % len(self.env.tasks())
+        return int(next(self._order)) % len(self.env.tasks())
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:
         """Synchronous reset is not offered: the server calls `reset_async`."""

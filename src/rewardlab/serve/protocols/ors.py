@@ -65,7 +65,7 @@ def environment_class(env: Environment) -> type:
     specs = [types.ToolSpec(name=t.name, description=t.description, input_schema=dict(t.parameters))
              for t in env.tools()]
 
-    def __init__(self: Any, task_spec: Any = None, secrets: Any = None) -> None:  # noqa: N807
+    def __init__(self: Any, task_spec: Any = None, secrets: Any = None) -> None:
         environment.Environment.__init__(self, task_spec or {}, secrets or {})
         task_id = str((task_spec or {}).get("id"))
         if task_id not in by_id:
@@ -93,4 +93,4 @@ def create_ors_app(env: Environment, limits: ServeLimits | None = None) -> FastA
     batcher around it)."""
     _, server, _ = _sdk()
     app: FastAPI = server.Server([environment_class(env)], return_errors="exception").app
-    return protect(app, env, limits or ServeLimits(), endpoints=ENDPOINTS)
+    return protect(app, env, limits or ServeLimits(), endpoints=ENDPOINTS, key_header="X-API-Key")
