@@ -494,7 +494,8 @@ def test_an_init_that_cannot_start_masks_the_score_in_every_mode(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardlab.runtime import _sandbox_launch as launch_module
 
-    python, bash = CodeExecution(**FAST), CodeExecution(language="bash", **FAST)  # type: ignore[arg-type]
+    python = CodeExecution(**FAST, zygote=False)  # type: ignore[arg-type]  # a cold start's init (warm: zygote tests)
+    bash = CodeExecution(language="bash", **FAST, zygote=False)  # type: ignore[arg-type]
     assert python.sandbox.isolation and bash.sandbox.isolation  # detected while the init is still there
     (tmp_path / "empty").mkdir()
     monkeypatch.setattr(launch_module, "_INIT_BOOT", f"import sys; sys.path.insert(0, {str(tmp_path / 'empty')!r})"
@@ -514,7 +515,7 @@ def test_an_init_killed_mid_run_masks_the_score(code: CodeExecution) -> None:
     if not code.sandbox.isolation.uid:  # the init is told from the (forked) Python program by its uid
         pytest.skip("the program runs as the init's uid here (not root)")
     sleeper = Sample(response="import time\ntime.sleep(30)\n", reference=ALWAYS)
-    slow = CodeExecution(timeout=30, cpu_seconds=5, workers=1)
+    slow = CodeExecution(timeout=30, cpu_seconds=5, workers=1, zygote=False)  # warm: test_sandbox_zygote.py
     me = os.getpid()
 
     def kill_the_init() -> None:

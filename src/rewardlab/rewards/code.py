@@ -85,8 +85,9 @@ class CodeExecution(Reward):
     passed; False: all or nothing; the old `all_or_nothing=True` is `partial_credit=False`), `timeout` (wall seconds per
     execution), `cpu_seconds`, `memory_mb` (address space), `output_mb` (stdout + stderr captured), `file_size_mb`,
     `max_processes`, `result_mb` (largest result of one call test), `workers` (executions at a time),
-    `namespaces` ("auto" | "require" | "off"), `extract` (take the last ```python block), `split` (compare
-    `assert CALL == LITERAL` tests outside the sandbox; False runs them as statements).
+    `namespaces` ("auto" | "require" | "off"), `zygote` (default True: runs start from warm zygotes where the
+    isolation allows it, see docs/sandbox.md; False: every run starts cold), `extract` (take the last ```python
+    block), `split` (compare `assert CALL == LITERAL` tests outside the sandbox; False runs them as statements).
     A limit the program hits scores 0.0 with `info["limit"]` (never an error).
     """
 
@@ -108,6 +109,7 @@ class CodeExecution(Reward):
         result_mb: float = 1,
         workers: int | None = None,
         namespaces: NamespaceMode = "auto",
+        zygote: bool = True,
         extract: bool = True,
         split: bool = True,
     ) -> None:
@@ -123,6 +125,7 @@ class CodeExecution(Reward):
         self.split = split
         self.result_bytes = int(result_mb * MiB)
         self.namespaces: NamespaceMode = namespaces
+        self.zygote = zygote
         self.limits = Limits(
             cpu_seconds=min(cpu_seconds, timeout), wall_seconds=timeout, memory_bytes=int(memory_mb * MiB),
             output_bytes=int(output_mb * MiB), file_size_bytes=int(file_size_mb * MiB), max_processes=max_processes,
@@ -136,7 +139,7 @@ class CodeExecution(Reward):
     def sandbox(self) -> Sandbox:
         """The sandbox that runs the programs (created on first use; its `isolation` says what is in force)."""
         if self._sandbox is None:
-            self._sandbox = Sandbox(self.limits, namespaces=self.namespaces)
+            self._sandbox = Sandbox(self.limits, namespaces=self.namespaces, zygote=self.zygote)
         return self._sandbox
 
     honours = frozenset({"workers", "timeout", "memory_mb"})
@@ -149,10 +152,16 @@ class CodeExecution(Reward):
             self.workers = workers
         if timeout is not None:
             self.limits = replace(self.limits, wall_seconds=timeout, cpu_seconds=min(self.limits.cpu_seconds, timeout))
-            self._sandbox = None
+            self.close()
         if memory_mb is not None:
             self.limits = replace(self.limits, memory_bytes=memory_mb * 1024 * 1024)
-            self._sandbox = None
+            self.close()
+
+    def close(self) -> None:
+        """End the sandbox's warm zygotes (the next batch starts new ones); safe to call twice."""
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            sandbox.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -61,6 +61,8 @@ _SYSCALLS = {
 _DENIED = ("bpf", "userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register",
            "keyctl", "add_key", "request_key")
 CLONE_NEWUSER = 0x10000000
+# source -> code object, filled only by the zygote (`_sandbox_zygote.py`) with the scorer's own scripts, never a program
+COMPILED: dict[bytes, Any] = {}
 
 
 class SetupError(Exception):
@@ -143,8 +145,11 @@ def mount_points() -> list[str]:
     return points
 
 
-def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
-    """Mount the minimal read-only root described by `spec` and `pivot_root` into it; cwd is then `/`."""
+def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str], template: bool = False) -> None:
+    """Mount the minimal read-only root described by `spec` and `pivot_root` into it; cwd is then `/`.
+
+    `template`: the zygote's template root, copied by every warm run: its scratch folders and /proc are empty
+    mount points, mounted afresh by each run (`enter_template`), so no run's files can reach another run."""
     root = spec["mountpoint"]
     mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     os.makedirs(root, mode=0o755, exist_ok=True)
@@ -182,7 +187,8 @@ def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
             if path.startswith("/dev/") == under_dev:
                 inside = place(root, path)
                 os.makedirs(inside, mode=0o755, exist_ok=True)
-                mount(libc, "tmpfs", inside, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+                if not template:
+                    mount(libc, "tmpfs", inside, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
 
     # private scratch first (/tmp, /var/tmp): a path the caller shows, or the interpreter's prefix, may live under
     # /tmp, and a tmpfs mounted after its bind would hide it; /dev/shm goes on after /dev below
@@ -212,10 +218,19 @@ def build_root(libc: Any, spec: dict[str, Any], extra_paths: list[str]) -> None:
     scratch(under_dev=True)
     proc = place(root, "/proc")
     os.makedirs(proc, mode=0o555, exist_ok=True)
-    mount(libc, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, spec["proc_options"])
+    if not template:
+        mount(libc, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, spec["proc_options"])
     mount(libc, None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
     enter_root(libc, root)
     mount(libc, None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def enter_template(libc: Any, spec: dict[str, Any]) -> None:
+    """In a run's copy of the zygote's template root: fresh private scratch tmpfs and a fresh /proc of its own."""
+    for path, size, mode in spec["tmpfs"]:
+        mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+    mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, spec["proc_options"])
+    os.chdir("/")
 
 
 def enter_root(libc: Any, root: str) -> None:
@@ -339,7 +354,8 @@ def run_python(script: str, config: dict[str, Any], close: tuple[int, ...]) -> N
             sys.path.append(directory)
     try:
         with open(script, "rb") as handle:
-            code = compile(handle.read(), script, "exec")
+            source = handle.read()
+        code = COMPILED.get(source) or compile(source, script, "exec")
         exec(code, module.__dict__)
     except SystemExit:
         raise
@@ -390,13 +406,14 @@ def start_program(config: dict[str, Any], status_fd: int, lifeline: int) -> None
     run_python(script, config, (status_fd, lifeline))
 
 
-def join_cgroup_in_background(procs: str) -> Callable[[], None]:
-    """Start moving this process into the cgroup whose `cgroup.procs` is `procs`; the returned call waits for it.
+def join_cgroup_in_background(procs: str | int) -> Callable[[], None]:
+    """Start moving this process into the cgroup whose `cgroup.procs` is `procs` (a path, or a descriptor opened
+    before a zygote's run left the host's mount namespace); the returned call waits for it.
 
     Moving a process between cgroups waits for an RCU grace period (often 10+ ms): a thread does it while the
     main thread builds the root. The returned call raises `SetupError` when the move was refused.
     """
-    fd = os.open(procs, os.O_WRONLY)
+    fd = procs if isinstance(procs, int) else os.open(procs, os.O_WRONLY)
     finished = _thread.allocate_lock()
     finished.acquire()
     failed: list[OSError] = []
@@ -415,7 +432,8 @@ def join_cgroup_in_background(procs: str) -> Callable[[], None]:
     def wait() -> None:
         finished.acquire()
         if failed:
-            raise SetupError(f"cannot join the memory cgroup {os.path.dirname(procs)}: {failed[0]}")
+            where = f"descriptor {procs}" if isinstance(procs, int) else os.path.dirname(procs)
+            raise SetupError(f"cannot join the memory cgroup {where}: {failed[0]}")
         # the program, not the init, is the OOM killer's victim (needs CAP_SYS_RESOURCE; see start_program)
         write_setting("/proc/self/oom_score_adj", "-1000")
 
@@ -425,21 +443,28 @@ def join_cgroup_in_background(procs: str) -> Callable[[], None]:
 def prepare(config: dict[str, Any]) -> None:
     """Steps 1-3: cgroup, IPC bounds, payload, mounts, working directory (cwd is the working directory after)."""
     joined = join_cgroup_in_background(config["cgroup_procs"]) if config["cgroup_procs"] is not None else None
+    warm = config["root"] is not None and config["root"].get("warm")
+    if warm:  # a zygote's run: already in a copy of the template root; its own scratch and /proc first
+        enter_template(_libc(), config["root"])
     for path, value in config["sysctls"]:
         write_setting(path, value)
-    payload = {}
-    for name in config["files"]:
-        with open(os.path.join(config["payload_dir"], name), "rb") as handle:
-            payload[name] = handle.read()
-    # the payload is in memory now: remove it (and, with a mount namespace, the whole host directory), so that even
-    # a scorer killed mid-run leaves nothing behind
-    for name in os.listdir(config["payload_dir"]):
-        os.unlink(os.path.join(config["payload_dir"], name))
-    os.rmdir(config["payload_dir"])
+    payload = config.get("payload")  # inline when a zygote started the run
+    if payload is None:
+        payload = {}
+        for name in config["files"]:
+            with open(os.path.join(config["payload_dir"], name), "rb") as handle:
+                payload[name] = handle.read()
+        # the payload is in memory now: remove it (and, with a mount namespace, the whole host directory), so that
+        # even a scorer killed mid-run leaves nothing behind
+        for name in os.listdir(config["payload_dir"]):
+            os.unlink(os.path.join(config["payload_dir"], name))
+        os.rmdir(config["payload_dir"])
     host_dir = os.path.dirname(config["payload_dir"])
     uid = config["uid"]
     libc = _libc() if config["mount_namespace"] else None
-    if config["root"] is not None:
+    if warm:
+        pass
+    elif config["root"] is not None:
         parent_fd = os.open(os.path.dirname(host_dir), os.O_RDONLY | os.O_DIRECTORY)
         host_fd = os.open(host_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -479,14 +504,22 @@ def prepare(config: dict[str, Any]) -> None:
 def main() -> None:
     """Steps 1-5 (see the module docstring)."""
     # load now what the child needs after the root is replaced (the scorer's own Python may not be in the new root)
-    import ctypes
+    import ctypes  # noqa: F401
     import resource  # noqa: F401
-    import select
+    import select  # noqa: F401
     import struct  # noqa: F401
     import types  # noqa: F401
 
     with open(sys.argv[1], "rb") as handle:
         config = marshal.load(handle)
+    run(config)
+
+
+def run(config: dict[str, Any]) -> None:
+    """Steps 1-5 for `config` (the zygote calls this in the init it forks); never returns."""
+    import ctypes
+    import select
+
     status_fd = config["status_fd"]
     lifeline = config["lifeline_fd"]
     os.set_inheritable(status_fd, False)

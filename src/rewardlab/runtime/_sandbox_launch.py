@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from rewardlab.runtime._sandbox_host import (
     uid_pool,
 )
 from rewardlab.runtime._sandbox_results import Execution, Isolation, Limits, MiB
+from rewardlab.runtime._sandbox_warm import Zygote, ZygoteError, ZygotePool, ZygoteRun
 
 # what a minimal root holds, read-only: the system's program and library folders (symlinks on merged-/usr systems),
 # what the dynamic loader reads, and a few harmless device nodes; the interpreter's prefixes are added by the init
@@ -47,11 +49,35 @@ _DRAIN_AFTER_EXIT_S = 0.5
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a `Sandbox` gives each run: extra read-only paths, the base of its uids, and its stop signal."""
+    """What a `Sandbox` gives each run: extra read-only paths, the base of its uids, its stop signal, and the
+    warm zygotes that start its runs (None: every run starts cold, with `unshare` and a new interpreter)."""
 
     read_only_paths: tuple[str, ...]
     uid_base: int
     stopping: threading.Event
+    zygotes: ZygotePool | None = None
+
+
+def program_env(workdir: str, channel: int, socket_guard: bool) -> dict[str, str]:
+    """The program's environment (the channel's descriptor and the socket guard are for the harness only)."""
+    return {"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+            "REWARDLAB_CHANNEL_FD": str(channel), "REWARDLAB_SOCKET_GUARD": "1" if socket_guard else "0"}
+
+
+def interpreter_env(env: dict[str, str]) -> dict[str, str]:
+    """What a Python init (cold) or zygote starts with: the program's environment, read at interpreter start-up."""
+    return {k: v for k, v in env.items() if not k.startswith("REWARDLAB_")}
+
+
+WARM_WORKDIR = "/tmp/sandbox"  # the working directory in a mount namespace (every zygote run has one)
+
+
+def namespaces_of(isolation: Isolation) -> list[str]:
+    """The namespaces a run under `isolation` gets, by the zygote's names."""
+    flags = (("pid", isolation.pid_namespace), ("net", isolation.net_namespace),
+             ("mount", isolation.mount_namespace), ("ipc", isolation.ipc_namespace), ("uts", isolation.uts_namespace))
+    return [name for name, on in flags if on]
 
 
 # The init of each run (`_sandbox_init.py`, run by path with the program's interpreter or the scorer's, `-s -S`).
@@ -90,31 +116,34 @@ def _rlimits(limits: Limits, uid: int | None) -> list[tuple[str, int, int]]:
     return rlimits
 
 def execute(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-            limits: Limits, python_script: str | None = None) -> Execution:
+            limits: Limits, python_script: str | None = None, trusted_script: bool = False) -> Execution:
     """Run `argv` once under `isolation` and `limits` in a fresh host folder with a leased uid; never raises for
-    what the program does."""
+    what the program does. `trusted_script`: `python_script` is the scorer's own (a zygote may keep it compiled)."""
     started = time.monotonic()
     if ctx.stopping.is_set():
         return Execution(None, None, b"", b"", b"", 0.0, sandbox_error="stopped: the sandbox was stopped",
                          isolation=isolation.mechanisms(), limits=limits)
-    hostdir = tempfile.mkdtemp(prefix="rewardlab-sandbox-")
+    hostdirs: list[str] = []  # a cold start's host folder (a warm one needs none)
     try:
         with uid_pool(ctx.uid_base).lease() as leased:
             uid = leased if isolation.uid else None
-            return _execute_in(ctx, argv, files, stdin, isolation, limits, hostdir, uid, started, python_script)
+            return _execute_in(ctx, argv, files, stdin, isolation, limits, hostdirs, uid, started,
+                               (python_script, trusted_script))
     finally:
-        shutil.rmtree(hostdir, ignore_errors=True)
+        for hostdir in hostdirs:
+            shutil.rmtree(hostdir, ignore_errors=True)
 
-def _root_spec(ctx: RunContext, hostdir: str, uid: int | None, limits: Limits, argv: list[str]) -> dict[str, Any]:
-    """What the init mounts as the program's minimal root (the interpreter's prefixes it adds itself)."""
+def _root_spec(ctx: RunContext, hostdir: str, uids: Sequence[int], limits: Limits, argv: list[str]) -> dict[str, Any]:
+    """What the init mounts as the program's minimal root (the interpreter's prefixes it adds itself); `uids` are
+    the sandbox users /etc/passwd names."""
     binds = [*_ROOT_BINDS, *ctx.read_only_paths]
-    if os.path.isabs(argv[0]):
+    if argv and os.path.isabs(argv[0]):
         binds.append(argv[0])
     symlinks = []
     with contextlib.suppress(OSError):
         symlinks.append(["/etc/localtime", os.readlink("/etc/localtime")])
-    user = f"sandbox:x:{uid}:{uid}:sandbox:/tmp/sandbox:/usr/sbin/nologin\n" if uid is not None else ""
-    group = f"sandbox:x:{uid}:\n" if uid is not None else ""
+    user = "".join(f"sandbox:x:{uid}:{uid}:sandbox:{WARM_WORKDIR}:/usr/sbin/nologin\n" for uid in uids)
+    group = "".join(f"sandbox:x:{uid}:\n" for uid in uids)
     files = [
         ["/etc/passwd", ("root:x:0:0:root:/root:/usr/sbin/nologin\n" + user
                          + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n").encode(), 0o644],
@@ -128,9 +157,25 @@ def _root_spec(ctx: RunContext, hostdir: str, uid: int | None, limits: Limits, a
                   ["/dev/shm", _SMALL_TMPFS, 0o1777]],
     }
 
+def _warm_root(ctx: RunContext, limits: Limits, argv: list[str]) -> dict[str, Any] | None:
+    """What a zygote's run mounts: the template root (the same for every run of the sandbox: /etc/passwd names every
+    uid of the scorer's pool) and the per-run scratch and /proc; None when `argv[0]` lies outside the template."""
+    binds = [*_ROOT_BINDS, *ctx.read_only_paths]
+    if os.path.isabs(argv[0]):
+        real = os.path.realpath(argv[0])
+        if not any(real == top or real.startswith(top.rstrip("/") + "/") for top in map(os.path.realpath, binds)):
+            return None
+    pool = uid_pool(ctx.uid_base)
+    template = _root_spec(ctx, "", range(pool.base, pool.base + pool.size), limits, [])
+    per_run = template.pop("tmpfs")
+    del template["mountpoint"]
+    template["tmpfs"] = [[path, 0, mode] for path, _, mode in per_run]  # mount points only
+    return {"warm": True, "template": template, "tmpfs": per_run, "proc_options": template["proc_options"]}
+
+
 def _execute_in(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-                limits: Limits, hostdir: str, uid: int | None, started: float,
-                python_script: str | None) -> Execution:
+                limits: Limits, hostdirs: list[str], uid: int | None, started: float,
+                script: tuple[str | None, bool]) -> Execution:
     cgroup: str | None = None
     cgroups = memory_cgroups()[0] if isolation.memory_cgroup else None
     if cgroups is not None:
@@ -141,8 +186,8 @@ def _execute_in(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin
                              sandbox_error=f"cannot create the run's memory cgroup: {error}",
                              isolation=isolation.mechanisms(), limits=limits)
     try:
-        result = _execute_in_cgroup(ctx, argv, files, stdin, isolation, limits, hostdir, uid, started,
-                                         python_script, cgroup)
+        result = _execute_in_cgroup(ctx, argv, files, stdin, isolation, limits, hostdirs, uid, started, script,
+                                    cgroup)
     finally:
         if cgroups is not None and cgroup is not None:
             kills, peak, at_limit = cgroups.outcome(cgroup, limits.total_memory)
@@ -160,50 +205,115 @@ def _execute_in(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin
                 result.sandbox_error, result.signal = None, signal.SIGKILL
     return result
 
-def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-                       limits: Limits, hostdir: str, uid: int | None, started: float,
-                       python_script: str | None, cgroup: str | None) -> Execution:
-    payload_dir = os.path.join(hostdir, "payload")
-    os.mkdir(payload_dir, 0o700)
-    for name, data in files.items():
-        with open(os.path.join(payload_dir, name), "wb") as handle:
-            handle.write(data)
+def _init_config(ctx: RunContext, argv: list[str], files: dict[str, bytes], isolation: Isolation, limits: Limits,
+                 hostdir: str, uid: int | None, python_script: str | None, cgroup: str | None,
+                 fds: tuple[int, int, int]) -> dict[str, Any]:
+    """The init's configuration for one run (`fds`: status, channel, lifeline); `hostdir` is a cold start's folder
+    ("" for a warm start, whose payload travels inline)."""
+    status_w, channel_w, lifeline_r = fds
     if isolation.mount_namespace:
-        workdir = "/tmp/sandbox"
+        workdir = WARM_WORKDIR
     else:
         workdir = os.path.join(hostdir, "work")
         os.chmod(hostdir, 0o711)  # the sandbox user may enter hostdir/work (owned by it), nothing else
-    status_r, status_w = os.pipe()
-    channel_r, channel_w = os.pipe()
-    lifeline_r, lifeline_w = os.pipe()  # the init exits when this closes (the scorer died)
-    env = {"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
-           "REWARDLAB_CHANNEL_FD": str(channel_w),
-           "REWARDLAB_SOCKET_GUARD": "0" if isolation.net_namespace else "1"}
-    config = {
-        "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files), "payload_dir": payload_dir,
-        "uid": uid,
+    return {
+        "status_fd": status_w, "lifeline_fd": lifeline_r, "files": sorted(files),
+        "payload_dir": os.path.join(hostdir, "payload"), "uid": uid,
         "mount_namespace": isolation.mount_namespace,
-        "root": _root_spec(ctx, hostdir, uid, limits, argv) if isolation.minimal_root else None,
+        "root": _root_spec(ctx, hostdir, () if uid is None else (uid,), limits, argv) if isolation.minimal_root
+        else None,
         "tmpfs": [["/tmp", limits.disk_bytes], ["/var/tmp", _SMALL_TMPFS], ["/dev/shm", _SMALL_TMPFS],
                   ["/run/lock", 1 * MiB]],
         "cgroup_procs": os.path.join(cgroup, "cgroup.procs") if cgroup is not None else None,
         "sysctls": [[f"/proc/sys/kernel/{name}", value] for name, value in _IPC_SYSCTLS]
         * isolation.ipc_namespace + [["/proc/sys/kernel/hostname", "sandbox"]] * isolation.uts_namespace,
         "seccomp": isolation.seccomp or isolation.memfd_filter, "seccomp_memfd": isolation.memfd_filter,
-        "workdir": workdir, "rlimits": _rlimits(limits, uid), "argv": argv, "env": env,
+        "workdir": workdir, "rlimits": _rlimits(limits, uid), "argv": argv,
+        "env": program_env(workdir, channel_w, socket_guard=not isolation.net_namespace),
         "python_script": python_script,
     }
+
+
+def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
+                       limits: Limits, hostdirs: list[str], uid: int | None, started: float,
+                       script: tuple[str | None, bool], cgroup: str | None) -> Execution:
+    status_r, status_w = os.pipe()
+    channel_r, channel_w = os.pipe()
+    lifeline_r, lifeline_w = os.pipe()  # the init exits when this closes (the scorer died)
+    child_ends = (status_w, channel_w, lifeline_r)
+    process: subprocess.Popen[bytes] | ZygoteRun | str
+    warm_root = _warm_root(ctx, limits, argv) if ctx.zygotes is not None and isolation.minimal_root else None
+    zygote = ctx.zygotes.acquire() if ctx.zygotes is not None and warm_root is not None else None
+    if zygote is not None:
+        config = _init_config(ctx, argv, files, isolation, limits, "", uid, script[0], cgroup, child_ends)
+        config.update(payload=files, namespaces=namespaces_of(isolation), trusted_script=script[1], root=warm_root)
+        process = _start_warm(zygote, config, child_ends)
+        if isinstance(process, str):  # the zygote could not start it: start it cold
+            ctx.zygotes.release(zygote)  # type: ignore[union-attr]
+            zygote = None
+    if zygote is None:
+        hostdirs.append(tempfile.mkdtemp(prefix="rewardlab-sandbox-"))
+        config = _init_config(ctx, argv, files, isolation, limits, hostdirs[0], uid, script[0], cgroup, child_ends)
+        process = _start_cold(config, files, isolation, uid, child_ends)
+    for fd in child_ends:
+        os.close(fd)
+    if isinstance(process, str):
+        for fd in (status_r, channel_r, lifeline_w):
+            os.close(fd)
+        return Execution(None, None, b"", b"", b"", time.monotonic() - started, sandbox_error=process,
+                         isolation=isolation.mechanisms(), limits=limits)
+    try:
+        result = _supervise(ctx, process, stdin, status_r, channel_r, limits, uid, isolation, started)
+    finally:
+        if process.returncode is None:  # never signal a group id that may have been reused
+            _kill_tree(process)
+            process.wait()
+        if isinstance(process, ZygoteRun):
+            process.close()
+            ctx.zygotes.release(process.zygote)  # type: ignore[union-attr]
+        if uid is not None and not isolation.pid_namespace:
+            kill_uid(uid)
+            remove_files_of(uid)
+        for fd in (status_r, channel_r, lifeline_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return result
+
+
+def _start_warm(zygote: Zygote, config: dict[str, Any], child_ends: tuple[int, int, int]) -> ZygoteRun | str:
+    """Hand the run to a warm zygote; the run, or why the zygote could not start it."""
+    pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
+    theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+    try:
+        pid = zygote.start_run(config, [*theirs, *child_ends])
+    except ZygoteError as error:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+        return f"cannot start the run in the sandbox zygote: {error}"
+    for fd in theirs:
+        os.close(fd)
+    return ZygoteRun(zygote, pid, pipes[0][1], pipes[1][0], pipes[2][0])
+
+
+def _start_cold(config: dict[str, Any], files: dict[str, bytes], isolation: Isolation, uid: int | None,
+                child_ends: tuple[int, int, int]) -> subprocess.Popen[bytes] | str:
+    """Write the payload and the configuration, start `unshare` and a new init interpreter; it, or why not."""
+    payload_dir = config["payload_dir"]
+    os.mkdir(payload_dir, 0o700)
+    for name, data in files.items():
+        with open(os.path.join(payload_dir, name), "wb") as handle:
+            handle.write(data)
     config_path = os.path.join(payload_dir, ".init")  # root-only directory; not copied to the workdir
     with open(config_path, "wb") as handle:
         marshal.dump(config, handle, 2)
-    if python_script is None:
+    if config["python_script"] is None:
         command = [sys.executable, "-I", "-S", "-c", _INIT_BOOT, config_path]
         init_env = {"PATH": _SAFE_PATH}
     else:  # the init is the interpreter the program will run in: the environment is set at its start-up
         interpreter = python_interpreter_for_sandbox(need_others=uid is not None)
         command = [interpreter, "-s", "-S", "-c", _INIT_BOOT, config_path]
-        init_env = {k: v for k, v in env.items() if not k.startswith("REWARDLAB_")}
+        init_env = interpreter_env(config["env"])
     if isolation.pid_namespace or isolation.net_namespace or isolation.mount_namespace:
         prefix = [isolation.unshare or "unshare"]
         if isolation.user_namespace:
@@ -221,36 +331,25 @@ def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes]
             prefix += ["--mount", "--mount-proc"] if with_proc else ["--mount"]
         command = [*prefix, "--", *command]
     try:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(status_w, channel_w, lifeline_r), start_new_session=True, cwd="/", env=init_env,
+            pass_fds=child_ends, start_new_session=True, cwd="/", env=init_env,
         )
     except OSError as error:
-        for fd in (status_r, status_w, channel_r, channel_w, lifeline_r, lifeline_w):
-            os.close(fd)
-        return Execution(None, None, b"", b"", b"", time.monotonic() - started,
-                         sandbox_error=f"cannot start {command[0]}: {error}",
-                         isolation=isolation.mechanisms(), limits=limits)
-    os.close(status_w)
-    os.close(channel_w)
-    os.close(lifeline_r)
-    try:
-        result = _supervise(ctx, process, stdin, status_r, channel_r, limits, uid, isolation, started)
-    finally:
-        if process.returncode is None:  # never signal a group id that may have been reused
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        if uid is not None and not isolation.pid_namespace:
-            kill_uid(uid)
-            remove_files_of(uid)
-        for fd in (status_r, channel_r, lifeline_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    return result
+        return f"cannot start {command[0]}: {error}"
 
-def _supervise(ctx: RunContext, process: subprocess.Popen[bytes], stdin: bytes, status_r: int, channel_r: int,
-               limits: Limits, uid: int | None, isolation: Isolation, started: float) -> Execution:
+
+def _kill_tree(process: subprocess.Popen[bytes] | ZygoteRun) -> None:
+    """SIGKILL the run's whole process tree (its group; the init's PID namespace goes with the init)."""
+    if isinstance(process, ZygoteRun):
+        process.kill_tree()
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _supervise(ctx: RunContext, process: subprocess.Popen[bytes] | ZygoteRun, stdin: bytes, status_r: int,
+               channel_r: int, limits: Limits, uid: int | None, isolation: Isolation, started: float) -> Execution:
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     selector = selectors.DefaultSelector()
     buffers: dict[int, bytearray] = {}
@@ -286,7 +385,7 @@ def _supervise(ctx: RunContext, process: subprocess.Popen[bytes], stdin: bytes, 
         if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
             break
         for key, _ in selector.select(timeout=min(0.05, deadline - now)):
-            fd = int(key.fd)  # type: ignore[arg-type]
+            fd = int(key.fd)
             if key.data == "stdin":
                 try:
                     written = os.write(fd, pending[:65536])
@@ -313,8 +412,7 @@ def _supervise(ctx: RunContext, process: subprocess.Popen[bytes], stdin: bytes, 
                 output_exceeded = True
         if output_exceeded:
             break
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    _kill_tree(process)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
     # the init may have written its report just before we stopped reading

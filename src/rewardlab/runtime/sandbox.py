@@ -57,7 +57,16 @@ from rewardlab.runtime._sandbox_host import (
     python_interpreter_for_sandbox,
     reachable_by_others,
 )
-from rewardlab.runtime._sandbox_launch import INIT_SCRIPT, SECCOMP_MACHINES, RunContext, compile_init, execute
+from rewardlab.runtime._sandbox_launch import (
+    INIT_SCRIPT,
+    SECCOMP_MACHINES,
+    WARM_WORKDIR,
+    RunContext,
+    compile_init,
+    execute,
+    interpreter_env,
+    program_env,
+)
 from rewardlab.runtime._sandbox_results import (
     FILE_SIZE_LIMIT,
     MEMORY_LIMIT,
@@ -73,6 +82,7 @@ from rewardlab.runtime._sandbox_results import (
     NamespaceMode,
     SandboxUnavailableError,
 )
+from rewardlab.runtime._sandbox_warm import ZygotePool
 
 __all__ = [
     "BASH", "FILE_SIZE_LIMIT", "INIT_SCRIPT", "LANGUAGES", "MEMORY_LIMIT", "OUTPUT_LIMIT", "PROCESS_LIMIT", "PYTHON",
@@ -123,6 +133,10 @@ class Sandbox:
     `drop_privileges`: run as a per-run unprivileged uid (from `uid_base`) when the scorer is root.
     `read_only_paths`: host files or folders a minimal root shows too (read-only), beside the system's program
     folders and the interpreter's prefixes (e.g. a toolchain under /opt).
+    `zygote`: start runs from warm zygotes (`_sandbox_zygote.py`, one per concurrent run) where every run still gets
+    its own namespaces, root, cgroup and uid (a root scorer with PID, network, mount and IPC namespaces and a minimal
+    root); elsewhere, or with `zygote=False`, each run starts cold (`unshare` and a new interpreter). `close()` ends
+    the zygotes.
     """
 
     def __init__(
@@ -133,6 +147,7 @@ class Sandbox:
         drop_privileges: bool = True,
         uid_base: int = 1_600_000_000,
         read_only_paths: Sequence[str] = (),
+        zygote: bool = True,
     ) -> None:
         if namespaces not in ("auto", "require", "off"):
             raise ValueError(f"namespaces must be 'auto', 'require' or 'off', got {namespaces!r}")
@@ -144,16 +159,55 @@ class Sandbox:
         self.namespaces: NamespaceMode = namespaces
         self.drop_privileges = drop_privileges and os.geteuid() == 0
         self.uid_base = uid_base
+        self.zygote = zygote
         self._stopping = threading.Event()  # set by `stop`: every run in flight ends at once as a sandbox failure
+        self._zygotes: ZygotePool | None = None
+        self._zygotes_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_stopping"]
+        for name in ("_stopping", "_zygotes", "_zygotes_lock"):
+            del state[name]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._stopping = threading.Event()
+        self._zygotes = None
+        self._zygotes_lock = threading.Lock()
+
+    def close(self) -> None:
+        """End this sandbox's idle zygotes (a later run starts new ones); safe to call twice."""
+        with self._zygotes_lock:
+            pool, self._zygotes = self._zygotes, None
+        if pool is not None:
+            pool.close()
+
+    @property
+    def warm(self) -> bool:
+        """Whether runs start from warm zygotes here (False: cold starts; `warm_failure` says why, if it failed)."""
+        pool = self._zygote_pool()
+        return pool is not None and pool.failure is None
+
+    @property
+    def warm_failure(self) -> str | None:
+        """Why zygotes could not start on this machine, if they were tried and failed."""
+        pool = self._zygotes
+        return None if pool is None else pool.failure
+
+    def _zygote_pool(self) -> ZygotePool | None:
+        """The zygotes of this sandbox, when `zygote` is on and the isolation keeps every run apart without them."""
+        if not self.zygote:
+            return None
+        iso = self.isolation
+        if not (iso.uid and iso.pid_namespace and iso.net_namespace and iso.mount_namespace and iso.ipc_namespace
+                and iso.minimal_root and not iso.user_namespace):
+            return None
+        with self._zygotes_lock:
+            if self._zygotes is None:
+                env = interpreter_env(program_env(WARM_WORKDIR, 0, socket_guard=False))
+                self._zygotes = ZygotePool(python_interpreter_for_sandbox(need_others=True), env)
+            return self._zygotes
 
     def stop(self) -> None:
         """End every run of this sandbox in flight (process trees killed, cgroups removed, each reported as a
@@ -259,7 +313,7 @@ class Sandbox:
             self._check_names(payload)
             interpreter = self.interpreter(language) or "python3"
             return self._execute([interpreter, "-s", entry], payload, stdin, self.isolation, limits or self.limits,
-                                 python_script=entry)
+                                 python_script=entry, trusted_script=entry != language.source_file)
         command = list(argv) if argv is not None else language.argv(interpreter=self.interpreter(language))
         return self.run(command, files=payload, stdin=stdin, limits=limits)
 
@@ -307,7 +361,8 @@ class Sandbox:
             pool.shutdown(wait=True)
 
     def _execute(self, argv: list[str], files: dict[str, bytes], stdin: bytes, isolation: Isolation,
-                 limits: Limits, python_script: str | None = None) -> Execution:
-        """One run under `isolation` (the path of `run` and `run_program`; the detection probes use it too)."""
-        return execute(RunContext(self.read_only_paths, self.uid_base, self._stopping), argv, files, stdin, isolation,
-                       limits, python_script)
+                 limits: Limits, python_script: str | None = None, trusted_script: bool = False) -> Execution:
+        """One run under `isolation` (the path of `run` and `run_program`; the detection probes use it too, cold)."""
+        zygotes = self._zygote_pool() if isolation is _DETECTED.get((self.namespaces, self.drop_privileges)) else None
+        return execute(RunContext(self.read_only_paths, self.uid_base, self._stopping, zygotes), argv, files, stdin,
+                       isolation, limits, python_script, trusted_script)
