@@ -23,6 +23,7 @@ from rewardlab.envs.base import (
     ToolOutput,
     check_arguments,
 )
+from rewardlab.envs.search import SearchEnvironment
 from rewardlab.registry import SpecError, load, parse_spec_text
 
 EnvBuilder = Callable[[dict[str, Any], Callable[[Any], Any]], Environment]
@@ -69,6 +70,7 @@ def load_env(spec: Any) -> Environment:
 
 
 register_env("answer")(AnswerEnvironment.from_options)
+register_env("search")(SearchEnvironment.from_options)
 
 __all__ = [
     "SUBMIT",
@@ -76,6 +78,7 @@ __all__ = [
     "AnswerEnvironment",
     "Environment",
     "Scorer",
+    "SearchEnvironment",
     "Session",
     "Task",
     "Tool",
