@@ -80,7 +80,8 @@ def test_file_beside_the_reward_file_and_openrlhf_call_form(reward_file: Path) -
     for answer in answers:
         assert set(answer) == {"rewards", "scores", "extra_logs"}
         assert isinstance(answer["rewards"], torch.Tensor) and answer["rewards"].shape == (1,)
-        assert set(answer["extra_logs"]) == {"error", "not_applicable", "exact_match", "think_format"}
+        assert set(answer["extra_logs"]) == {"error", "not_applicable", "response_failure", "mask", "exact_match",
+                                             "think_format"}
     kept = [consume_like_openrlhf(a) for a in answers]
     assert [k["reward"] for k in kept] == [1.0, 0.0]
     assert [k["score"] for k in kept] == [1.0, 0.0]
@@ -93,7 +94,7 @@ def test_environment_variable_wins(reward_file: Path, monkeypatch: pytest.Monkey
     fn = load_like_openrlhf(reward_file)
     answer = fn(["Q: paris"], ["Q: "], ["Paris"])
     assert answer["rewards"].tolist() == [0.0]  # case-sensitive now: the env spec, not the YAML beside the file
-    assert set(answer["extra_logs"]) == {"error", "not_applicable"}
+    assert set(answer["extra_logs"]) == {"error", "not_applicable", "response_failure", "mask"}
 
 
 def test_pointing_openrlhf_at_a_copy_or_symlink_of_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +158,8 @@ def test_payload_is_plain_json_for_the_http_server() -> None:
                                                   "labels": ["4", "4"]})
     assert json.loads(json.dumps(answer)) == {
         "rewards": [1.0, 0.0], "scores": [1.0, 0.0],
-        "extra_logs": {"error": [0.0, 0.0], "not_applicable": [0.0, 0.0]},
+        "extra_logs": {"error": [0.0, 0.0], "not_applicable": [0.0, 0.0], "response_failure": [0.0, 0.0],
+                       "mask": [1.0, 1.0]},
     }
     with pytest.raises(ValueError, match="query"):
         answer_request(load("exact_match"), {"prompts": []})

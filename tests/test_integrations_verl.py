@@ -27,7 +27,7 @@ from rewardlab.integrations.verl import (
 from rewardlab.runtime import reward
 from rewardlab.types import Sample
 
-BASE_KEYS = {"score", "error", "not_applicable"}
+BASE_KEYS = {"score", "error", "not_applicable", "response_failure", "mask"}
 
 
 def with_reward_kwargs(raw_fn: Any, reward_kwargs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
@@ -57,8 +57,8 @@ def test_data_source_table() -> None:
 def test_naive_form_by_data_source_returns_a_dict_with_fixed_keys() -> None:
     right = naive_call(compute_score, "openai/gsm8k", "so the answer is \\boxed{72}", "72")
     wrong = naive_call(compute_score, "openai/gsm8k", "\\boxed{71}", "72")
-    assert right == {"score": 1.0, "error": 0.0, "not_applicable": 0.0}
-    assert wrong == {"score": 0.0, "error": 0.0, "not_applicable": 0.0}
+    assert right == {"score": 1.0, "error": 0.0, "not_applicable": 0.0, "response_failure": 0.0, "mask": 1.0}
+    assert wrong == {"score": 0.0, "error": 0.0, "not_applicable": 0.0, "response_failure": 0.0, "mask": 1.0}
 
 
 def test_unknown_data_source_raises_naming_it() -> None:
@@ -83,7 +83,7 @@ def test_error_is_the_failure_number_and_flagged() -> None:
         raise RuntimeError("judge unreachable")
 
     row = naive_call(functools.partial(with_reward_kwargs, compute_score, {"reward": broken}), "x", "a", "b")
-    assert row == {"score": 0.0, "error": 1.0, "not_applicable": 0.0}
+    assert row == {"score": 0.0, "error": 1.0, "not_applicable": 0.0, "response_failure": 0.0, "mask": 0.0}
     override = {"reward": broken, "error_value": -1.0}
     assert naive_call(functools.partial(with_reward_kwargs, compute_score, override), "x", "a", "b")["score"] == -1.0
 
@@ -95,7 +95,7 @@ def test_not_applicable_is_na_value_and_flagged() -> None:
 
     row = naive_call(functools.partial(with_reward_kwargs, compute_score, {"reward": never, "na_value": 0.25}),
                      "x", "a", "b")
-    assert row == {"score": 0.25, "error": 0.0, "not_applicable": 1.0}
+    assert row == {"score": 0.25, "error": 0.0, "not_applicable": 1.0, "response_failure": 0.0, "mask": 0.0}
 
 
 def test_extra_info_question_becomes_the_prompt() -> None:

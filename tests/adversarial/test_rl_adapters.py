@@ -89,7 +89,7 @@ def test_verl_a_crashing_checker_is_flagged_not_a_dict_for_prime() -> None:
     assert compute_score("x", "anything", "y", None, reward=crash) == 0.0  # prime: a float, never a dict
     rows = compute_score(data_sources=["x", "x"], solution_strs=["a", "b"], ground_truths=["y", "y"],
                          extra_infos=[None, None], reward=crash)
-    assert rows == [{"score": 0.0, "error": 1.0, "not_applicable": 0.0}] * 2
+    assert rows == [{"score": 0.0, "error": 1.0, "not_applicable": 0.0, "response_failure": 0.0, "mask": 0.0}] * 2
 
 
 def _hang(sample: Sample) -> float:

@@ -5,6 +5,10 @@ anything else gives a float64 numpy array). A missing reward (`None` or NaN: TRL
 `None` into NaN) is left out of every baseline and statistic, and its advantage is 0, exactly as TRL's
 `GRPOTrainer` and `RLOOTrainer` (1.x, `_generate_and_score_completions`) do.
 
+Masks: every estimator takes `mask=` (one value per reward, 0 = leave it out), the `mask` column the verl and
+OpenRLHF adapters write (`integrations.payload.score_columns`): a system failure's stand-in number is treated as
+missing, never trained on. `advantages_from_scores` goes from `Score`s straight to advantages and status counts.
+
 Groups: either a sequence of group ids (one per reward; members need not be contiguous) or an int `group_size`
 (TRL's layout: consecutive blocks of `num_generations` completions of one prompt).
 """
@@ -17,8 +21,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rewardlab.integrations.payload import status_counts
 from rewardlab.normalize import group_normalize
 from rewardlab.rewards.text import LengthReward
+from rewardlab.types import Score
 
 Rewards = Any  # Sequence[float | None] | np.ndarray | torch.Tensor
 Groups = Sequence[Hashable] | int
@@ -31,8 +37,8 @@ def _is_tensor(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
 
-def reward_array(values: Rewards) -> np.ndarray:
-    """A 1-D float64 array with NaN for every missing value (`None`, NaN, ±inf)."""
+def reward_array(values: Rewards, mask: Any = None) -> np.ndarray:
+    """A 1-D float64 array with NaN for every missing value (`None`, NaN, ±inf) and wherever `mask` is 0."""
     if _is_tensor(values):
         values = values.detach().to("cpu").double().numpy()
     if np.ndim(values) != 1:
@@ -47,6 +53,11 @@ def reward_array(values: Rewards) -> np.ndarray:
         except (TypeError, ValueError):
             raise ValueError(f"rewards[{i}] is not a number: {v!r}") from None
     out[~np.isfinite(out)] = math.nan
+    if mask is not None:
+        keep = np.asarray(mask.detach().to("cpu").numpy() if _is_tensor(mask) else mask, dtype=np.float64)
+        if keep.shape != out.shape:
+            raise ValueError(f"mask has shape {keep.shape} but the rewards have {out.shape}")
+        out[keep == 0] = math.nan
     return out
 
 
@@ -89,6 +100,7 @@ def grpo_advantages(
     *,
     scale: Literal["group", "batch", "none"] = "group",
     eps: float = TRL_EPS,
+    mask: Any = None,
 ) -> Any:
     """GRPO advantages (Shao et al. 2024, DeepSeekMath eq. 3): (r − mean_group) / (std + eps).
 
@@ -97,7 +109,7 @@ def grpo_advantages(
     """
     if scale not in ("group", "batch", "none"):
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
-    array = reward_array(rewards)
+    array = reward_array(rewards, mask)
     ids = group_ids(groups, len(array))
     values: list[float | None] = [None if math.isnan(v) else float(v) for v in array]
     centred = group_normalize(values, ids, scale=scale == "group", eps=eps, ddof=1)
@@ -109,18 +121,19 @@ def grpo_advantages(
     return same_kind(out, rewards)
 
 
-def dr_grpo_advantages(rewards: Rewards, groups: Groups) -> Any:
+def dr_grpo_advantages(rewards: Rewards, groups: Groups, *, mask: Any = None) -> Any:
     """Dr. GRPO advantages (Liu et al. 2025, "Understanding R1-Zero-Like Training"): r − mean_group, no std."""
-    return grpo_advantages(rewards, groups, scale="none")
+    return grpo_advantages(rewards, groups, scale="none", mask=mask)
 
 
-def rloo_advantages(rewards: Rewards, groups: Groups, *, normalize: bool = False, eps: float = TRL_EPS) -> Any:
+def rloo_advantages(rewards: Rewards, groups: Groups, *, normalize: bool = False, eps: float = TRL_EPS,
+                    mask: Any = None) -> Any:
     """RLOO advantages (Ahmadian et al. 2024): r_i − mean of the other scorable rewards of its group.
 
     A completion alone in its group (no scorable sibling) gets 0. `normalize=True` then whitens the
     advantages over the batch, (a − mean) / (std + eps), as TRL's `RLOOConfig.normalize_advantages`.
     """
-    array = reward_array(rewards)
+    array = reward_array(rewards, mask)
     ids = group_ids(groups, len(array))
     out = np.full_like(array, math.nan)
     members: dict[Hashable, list[int]] = {}
@@ -142,7 +155,7 @@ def rloo_advantages(rewards: Rewards, groups: Groups, *, normalize: bool = False
 
 
 def reinforce_pp_advantages(
-    rewards: Rewards, groups: Groups | None = None, *, eps: float = 1e-8, ddof: int = 1
+    rewards: Rewards, groups: Groups | None = None, *, eps: float = 1e-8, ddof: int = 1, mask: Any = None
 ) -> Any:
     """REINFORCE++ advantages (Hu et al. 2025): rewards whitened over the whole batch, (r − mean) / (std + eps).
 
@@ -151,17 +164,35 @@ def reinforce_pp_advantages(
     valid token with the population variance, which is `ddof=0` when each completion is one token
     (`rewardlab.integrations.dense.token_reinforce_pp_advantages` is its token-level form).
     """
-    array = reward_array(rewards)
+    array = reward_array(rewards, mask)
     if groups is not None:
         centred = dr_grpo_advantages(array, groups)
         centred[np.isnan(array)] = math.nan
         array = centred
     out = np.zeros_like(array)
-    mask = ~np.isnan(array)
+    present = ~np.isnan(array)
     std = _nan_std(array, ddof=ddof)
     if not math.isnan(std):
-        out[mask] = (array[mask] - array[mask].mean()) / (std + eps)
+        out[present] = (array[present] - array[present].mean()) / (std + eps)
     return same_kind(out, rewards)
+
+
+ESTIMATORS = {"grpo": grpo_advantages, "dr_grpo": dr_grpo_advantages, "rloo": rloo_advantages}
+
+
+def advantages_from_scores(scores: Sequence[Score], groups: Groups, *, estimator: str = "grpo",
+                           **options: Any) -> tuple[np.ndarray, dict[str, int]]:
+    """Advantages from `Score`s through `Score.trainer_value()` (a system failure or N/A is left out of every
+    baseline, its advantage 0) with the estimator named (`grpo`, `dr_grpo`, `rloo`, `reinforce_pp`), and the
+    count of each `Score.status` for the trainer's log."""
+    values = [score.trainer_value() for score in scores]
+    if estimator == "reinforce_pp":
+        out = reinforce_pp_advantages(values, groups, **options)
+    elif estimator in ESTIMATORS:
+        out = ESTIMATORS[estimator](values, groups, **options)
+    else:
+        raise ValueError(f"unknown estimator {estimator!r}; known: {[*ESTIMATORS, 'reinforce_pp']}")
+    return out, status_counts(scores)
 
 
 def overlong_penalties(

@@ -8,6 +8,10 @@ Numbers for trainers that cannot take "no value" (verl, OpenRLHF):
   reward's `failure_value` when it has one, else 0.0; the `error` column marks it with 1.0;
 - a reward that does not apply (`value=None`, no error: decided by prompt and reference only) becomes
   `na_value` (0.0 by default); the `not_applicable` column marks it with 1.0.
+- the `mask` column is 1.0 for a sample to train on (`Score.status` "ok" or "response_failure") and 0.0 for one to
+  leave out of the advantage (a system failure or not applicable): `integrations.advantages` takes it as `mask=`,
+  so a judge that was down is never trained on as its stand-in number. `response_failure` marks the family's
+  failing value (trained on). The batch sum of each status column is that status's count (`status_counts`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardlab.types import Reward, Sample, Score, content_hash
+from rewardlab.types import STATUSES, Reward, Sample, Score, content_hash
 
 #: End-of-text markers stripped from the end of a response decoded with special tokens (OpenRLHF's queries).
 END_MARKERS = (
@@ -34,7 +38,7 @@ END_MARKERS = (
 )
 
 #: Keys the adapters write themselves; an objective with one of these names is logged as `objective.<name>`.
-_RESERVED_COLUMNS = frozenset({"score", "error", "not_applicable", "rewards", "scores"})
+_RESERVED_COLUMNS = frozenset({"score", "error", "not_applicable", "response_failure", "mask", "rewards", "scores"})
 
 _LOADED: dict[str, Reward] = {}
 _LOADING = threading.Lock()  # trainers call from several threads at once; the registry's discovery is not thread-safe
@@ -109,17 +113,27 @@ def objective_columns(reward: Reward) -> list[str]:
 
 
 def score_columns(scores: Sequence[Score], objectives: Sequence[str] = ()) -> dict[str, list[float]]:
-    """Per-sample log columns with the same keys for every batch: `error`, `not_applicable` (1.0 or 0.0) and each
-    named objective (0.0 where the sample has none; a name that collides with a fixed key is logged as
-    `objective.<name>`)."""
+    """Per-sample log columns with the same keys for every batch: `error` (a system failure), `not_applicable`,
+    `response_failure` (1.0 or 0.0), `mask` (1.0 = train on it, 0.0 = leave it out) and each named objective (0.0
+    where the sample has none; a name that collides with a fixed key is logged as `objective.<name>`)."""
     columns: dict[str, list[float]] = {
-        "error": [1.0 if s.error is not None else 0.0 for s in scores],
-        "not_applicable": [1.0 if s.error is None and s.value is None else 0.0 for s in scores],
+        "error": [1.0 if s.status == "system_failure" else 0.0 for s in scores],
+        "not_applicable": [1.0 if s.status == "not_applicable" else 0.0 for s in scores],
+        "response_failure": [1.0 if s.status == "response_failure" else 0.0 for s in scores],
+        "mask": [0.0 if s.trainer_value() is None else 1.0 for s in scores],
     }
     for name in objectives:
         column = f"objective.{name}" if name in _RESERVED_COLUMNS else name
         columns[column] = [float(s.objectives.get(name, 0.0)) for s in scores]
     return columns
+
+
+def status_counts(scores: Sequence[Score]) -> dict[str, int]:
+    """How many scores have each `Score.status` (every status of `STATUSES` present, 0 when none)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for score in scores:
+        counts[score.status] += 1
+    return counts
 
 
 def split_response(query: str, prompt: str, *, end_markers: Sequence[str] = END_MARKERS) -> str:

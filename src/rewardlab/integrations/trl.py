@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewardlab.integrations.payload import load_reward, objective_columns, spec_name
+from rewardlab.integrations.payload import load_reward, objective_columns, spec_name, status_counts
 from rewardlab.types import Reward, Sample, Score, content_hash
 
 #: Arguments TRL passes that are not dataset columns (kept out of `Sample.metadata`).
@@ -143,6 +143,8 @@ class _TRLReward:
             try:
                 n = len(scores)
                 log_metric(f"rewardlab/{self.__name__}/error_rate", sum(s.error is not None for s in scores) / n)
+                for status, count in status_counts(scores).items():  # system failures are None: masked by TRL
+                    log_metric(f"rewardlab/{self.__name__}/status/{status}", float(count))
                 for part in self.objectives:
                     present = [s.objectives[part] for s in scores if part in s.objectives]
                     if present:
