@@ -45,6 +45,7 @@ _NUMBER_WORDS = {
     )
 }
 _MATH_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_OPENERS = (*(left for left, _ in _MATH_DELIMS), "\\boxed{", "\\fbox{")
 _UNIT_TEXT = re.compile(r"\s*[a-zA-Z][a-zA-Z .]*(?:/\s*[a-zA-Z][a-zA-Z .]*)?(?:\^\s*\{?\d\}?)?\s*")
 _EMPTY_SET = re.compile(r"\\emptyset(?![a-zA-Z])|\\varnothing(?![a-zA-Z])|∅|\\\{\s*\\\}")
 
@@ -85,7 +86,7 @@ def _unwrap_text_commands(s: str) -> tuple[str, str | None]:
 def strip_delimiters(s: str) -> str:
     """Remove surrounding `$...$`, `\\(...\\)`, `\\[...\\]` and a whole-answer `\\boxed{...}`."""
     s = s.strip()
-    changed = True
+    changed = s.startswith(_OPENERS)  # no opener, nothing to remove
     while changed and s:
         changed = False
         for left, right in _MATH_DELIMS:
