@@ -6,7 +6,8 @@ default `answer`; a NeMo-Gym server gets it as the policy's last message to `/ve
 environment returns is the score. The task is `Sample.metadata["task_index"]` (or `"task_id"`); a NeMo-Gym row
 may instead carry the sample's `reference`. A sample that names no task, an unreachable or failing server, or an
 episode that ends without a reward is a system failure (`Score.error`, masked by trainers), never a value a
-policy could earn. HTTP goes through the one client (`runtime.http`): `timeout` is the total deadline of one
+policy could earn; an answer the environment refuses (too long, 413/422) is the response's fault and scores the
+failing value 0.0. HTTP goes through the one client (`runtime.http`): `timeout` is the total deadline of one
 request with its retries; `max_answer_mb` caps every answer. Options: `api_key` (or `REWARDLAB_API_KEY`),
 `timeout`, `max_answer_mb`, `tool`, `argument`, and for ORS `env_name` and `split`.
 """
@@ -19,8 +20,11 @@ from typing import Any
 
 from rewardlab.registry import register
 from rewardlab.rewards._protocol_wire import NemoEpisode, OpenEnvEpisode, OrsEpisode, Outcome, ProtocolError
-from rewardlab.runtime.http import HttpError, check_url
+from rewardlab.runtime.http import HttpError, StatusError, check_url
 from rewardlab.types import Reward, Sample, Score
+
+RESPONSE_REFUSED = frozenset({413, 422})
+"""Statuses a too-large or malformed answer causes: the reward's failing value, not a system failure."""
 
 
 class NoTask(ValueError):
@@ -43,6 +47,7 @@ class ProtocolReward(Reward):
 
     protocol = "protocol"
     honours = frozenset({"timeout"})
+    failure_value = 0.0
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, max_answer_mb: float = 16.0,
                  tool: str = "submit", argument: str = "answer") -> None:
@@ -74,10 +79,18 @@ class ProtocolReward(Reward):
         for sample in samples:
             try:
                 outcome = self.episode(sample)
+            except StatusError as error:
+                if error.status in RESPONSE_REFUSED:  # the response was too large or malformed for the server
+                    scores.append(Score(value=self.failure_value, info={"refused": str(error)[:300]}))
+                else:
+                    scores.append(Score.failure(f"{self.name}: {error}"))
+                continue
             except (HttpError, ProtocolError, NoTask, OSError, ValueError) as error:
                 scores.append(Score.failure(f"{self.name}: {type(error).__name__}: {error}"))
                 continue
-            if outcome.reward is None or outcome.masked:
+            if not outcome.done:  # the environment refused the answer (too long, wrong type): the response's fault
+                scores.append(Score(value=self.failure_value, info={"refused": outcome.text[:300]}))
+            elif outcome.reward is None or outcome.masked:
                 scores.append(Score.failure(f"{self.name}: the episode ended without a reward: {outcome.text[:200]}"))
             else:
                 scores.append(Score(value=outcome.reward, info={"episode": outcome.text[:500]}))
