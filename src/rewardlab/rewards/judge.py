@@ -240,6 +240,10 @@ class JudgeReward(Reward):
                   **{name: text for name, (text, _) in quoted.items()}}
         return fields, any(cut for _, cut in quoted.values())
 
+    def conversation(self, prompt: Prompt, responses: Mapping[str, str], reference: str | None = None) -> Conversation:
+        """The judge's messages for these texts, exactly as scoring builds them (to train a judge on them)."""
+        return self.template.conversation(**self._fill(prompt, responses, reference)[0])
+
     def _generate(self, conversations: list[Conversation]) -> list[list[Completion]]:
         if not conversations:
             return []

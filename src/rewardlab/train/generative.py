@@ -1,0 +1,213 @@
+"""The generative objective: a causal LM learns to write a judge's answer (an optional critique, then its verdict line)
+for judge-format pairs, with the loss on the answer's tokens only.
+
+A judge-format pair (built by `rewardlab.rewards.verdict.judge_training_pairs`, both orders of every preference
+pair) is a `PreferencePair` whose `prompt` is the judge's conversation, `chosen` the answer to learn
+(`"…critique…\\nWinner: A"`, or the verdict line alone) and `rejected` the same line with the wrong verdict
+(`"Winner: B"`); `metadata["verdict"]` names the right one. The answer's last word is the verdict: the text before
+it is tokenized with the rendered conversation (as the judge's logits mode renders `…Winner: `) and the verdict
+word after it, so training sees the tokens `judge:PATH` reads. Logged and held-out accuracy: the verdict logit beats
+the wrong verdict's at the verdict position (teacher-forced: for verdict-only answers this is the judge's logits
+mode exactly); held-out loss: the cross-entropy of the two verdicts there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rewardlab.train.objectives import BatchLoss
+from rewardlab.train.pairs import Autocast
+from rewardlab.types import PreferencePair
+
+if TYPE_CHECKING:
+    import torch
+
+    from rewardlab.train.run_data import RunData
+
+__all__ = ["EncodedAnswers", "GenerativeObjective", "encode_answers", "make_generative_objective", "render_prompt",
+           "split_verdict"]
+
+IGNORE = -100
+
+
+def split_verdict(answer: str, where: str) -> tuple[str, str]:
+    """`(text before the verdict word, the verdict word)`: the verdict is the answer's last whitespace-separated
+    word (`"Winner: A"` → `("Winner: ", "A")`, `"Yes"` → `("", "Yes")`)."""
+    stripped = answer.rstrip()
+    if not stripped:
+        raise ValueError(f"{where}: the answer is empty; a judge answer ends with its verdict")
+    cut = max(stripped.rfind(" "), stripped.rfind("\n")) + 1
+    return stripped[:cut], stripped[cut:]
+
+
+def render_prompt(tokenizer: Any, conversation: Any) -> str:
+    """The conversation as the model's chat template renders it, ready for the assistant's turn (as the local judge
+    renders it); a plain string prompt, or a tokenizer without a chat template, joins the texts."""
+    if isinstance(conversation, str):
+        conversation = [{"role": "user", "content": conversation}]
+    if getattr(tokenizer, "chat_template", None):
+        return str(tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True))
+    return "\n\n".join(str(m["content"]) for m in conversation) + "\n\n"
+
+
+@dataclass
+class EncodedAnswers:
+    """Judge-format pairs as token ids: conversation + answer, where the answer starts, where its verdict token is,
+    and the right and the wrong verdict's first token."""
+
+    input_ids: list[list[int]] = field(default_factory=list)
+    answer_start: list[int] = field(default_factory=list)
+    verdict_at: list[int] = field(default_factory=list)
+    right: list[int] = field(default_factory=list)
+    wrong: list[int] = field(default_factory=list)
+    subset: list[str] = field(default_factory=list)
+    truncated_pairs: int = 0
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def lengths(self) -> list[int]:
+        """Tokens per example (for length-grouped batches)."""
+        return [len(ids) for ids in self.input_ids]
+
+    def token_rows(self) -> list[list[int]]:
+        """Every example's token ids plus its verdict tokens (what a resumed run's data fingerprint covers)."""
+        return [[*ids, self.right[i], self.wrong[i]] for i, ids in enumerate(self.input_ids)]
+
+    def stats(self) -> dict[str, Any]:
+        """Examples, truncated examples and the mean and largest length in tokens."""
+        lengths = self.lengths()
+        return {"examples": len(self), "truncated": self.truncated_pairs,
+                "mean_tokens": sum(lengths) / len(lengths) if lengths else 0.0, "max_tokens": max(lengths, default=0)}
+
+
+def _first_token(tokenizer: Any, text: str, where: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if not ids:
+        raise ValueError(f"{where}: the verdict {text!r} has no tokens")
+    return int(ids[0])
+
+
+def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_length: int) -> EncodedAnswers:
+    """Token ids of judge-format pairs; an example over `max_length` loses conversation tokens from the left (as the
+    local judge truncates), never answer tokens; the answer ends with the EOS token."""
+    out = EncodedAnswers()
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    for k, pair in enumerate(pairs):
+        where = f"pair {pair.id or k}"
+        if not isinstance(pair.metadata, dict) or pair.metadata.get("verdict") is None:
+            raise ValueError(f"{where}: objective 'generative' trains on judge-format pairs (metadata['verdict'] set "
+                             "by rewardlab.rewards.verdict.judge_training_pairs); this one has none")
+        head, verdict = split_verdict(pair.chosen, where)
+        _, other = split_verdict(pair.rejected, where)
+        if verdict == other:
+            raise ValueError(f"{where}: the chosen and the rejected answer end with the same verdict {verdict!r}")
+        prompt = tokenizer.encode(render_prompt(tokenizer, pair.prompt), add_special_tokens=False)
+        with_head = tokenizer.encode(render_prompt(tokenizer, pair.prompt) + head, add_special_tokens=False)
+        start = min(len(prompt), len(with_head))
+        right = _first_token(tokenizer, verdict, where)
+        answer_tail = tokenizer.encode(verdict, add_special_tokens=False) + eos
+        ids = with_head + answer_tail
+        verdict_at = len(with_head)
+        if len(ids) > max_length > 0:
+            cut = len(ids) - max_length
+            if cut >= start:
+                raise ValueError(f"{where}: the answer alone ({len(ids) - start} tokens) exceeds max_length="
+                                 f"{max_length}")
+            ids, start, verdict_at = ids[cut:], start - cut, verdict_at - cut
+            out.truncated_pairs += 1
+        out.input_ids.append(ids)
+        out.answer_start.append(start)
+        out.verdict_at.append(verdict_at)
+        out.right.append(right)
+        out.wrong.append(_first_token(tokenizer, other, where))
+        out.subset.append(pair.subset or "all")
+    return out
+
+
+@dataclass
+class GenerativeObjective:
+    """Judge-format pairs → next-token cross-entropy on the answer's tokens (mean per example)."""
+
+    train: EncodedAnswers
+    held_out: EncodedAnswers
+    pad_id: int
+    device: torch.device
+    autocast: Autocast
+    unit: str = "judge examples"
+
+    def _forward(self, model: Any, data: EncodedAnswers, indices: Sequence[int]) -> tuple[Any, Any]:
+        """(per-example answer loss, verdict logit margin right − wrong) for `indices`. Rows are left-padded so every
+        answer sits in the last `keep` positions, and the vocabulary projection runs on those positions only."""
+        import torch
+
+        width = max(len(data.input_ids[i]) for i in indices)
+        keep = max(len(data.input_ids[i]) - data.answer_start[i] for i in indices) + 1
+        ids = torch.full((len(indices), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(indices), width), dtype=torch.long)
+        labels = torch.full((len(indices), keep), IGNORE, dtype=torch.long)
+        at = []
+        for row, i in enumerate(indices):
+            tokens = torch.tensor(data.input_ids[i])
+            ids[row, width - len(tokens):] = tokens
+            mask[row, width - len(tokens):] = 1
+            answer = tokens[data.answer_start[i]:]
+            labels[row, keep - len(answer):] = answer
+            at.append(keep - (len(tokens) - data.verdict_at[i]) - 1)  # the position whose next token is the verdict
+        ids, mask, labels = ids.to(self.device), mask.to(self.device), labels.to(self.device)
+        with self.autocast():
+            logits = model(input_ids=ids, attention_mask=mask, keep=keep)
+        logits = logits[:, :-1].float()
+        targets = labels[:, 1:]
+        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE,
+                                                       reduction="none")
+        counted = (targets != IGNORE).sum(dim=1).clamp(min=1)
+        per_example = token_loss.sum(dim=1) / counted
+        rows = torch.arange(len(indices), device=self.device)
+        right = torch.tensor([data.right[i] for i in indices], device=self.device)
+        wrong = torch.tensor([data.wrong[i] for i in indices], device=self.device)
+        verdict_logits = logits[rows, torch.tensor(at, device=self.device)]
+        return per_example, verdict_logits[rows, right] - verdict_logits[rows, wrong]
+
+    def batch_loss(self, model: Any, indices: Sequence[int], batch: Sequence[int]) -> BatchLoss:
+        per_example, margin = self._forward(model, self.train, indices)
+        loss = per_example.mean()
+        return BatchLoss(loss, len(indices) / len(batch), float(loss.detach()) * len(indices), len(indices),
+                         float((margin > 0).sum()), len(indices))
+
+    def eval_sums(self, model: Any, indices: Sequence[int], batch_size: int) -> dict[str, Any]:
+        """Held-out sums: verdicts ranked right (`correct`), the two-verdict cross-entropy, per subset, margins."""
+        import torch
+
+        correct = loss_sum = 0.0
+        subsets: dict[str, list[float]] = {}
+        margins: list[float] = []
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for start in range(0, len(indices), batch_size):
+                chunk = list(indices[start:start + batch_size])
+                _, margin = self._forward(model, self.held_out, chunk)
+                hits = (margin > 0).float()
+                correct += float(hits.sum())
+                loss_sum += float(torch.nn.functional.softplus(-margin).sum())
+                for i, hit in zip(chunk, hits.tolist(), strict=True):
+                    counts = subsets.setdefault(self.held_out.subset[i], [0.0, 0.0])
+                    counts[0] += hit
+                    counts[1] += 1
+                margins.extend(margin.tolist())
+        model.train(was_training)
+        return {"correct": correct, "pairs": len(indices), "loss_sum": loss_sum, "subsets": subsets,
+                "rewards": margins}
+
+
+def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pad_id: int, device: torch.device,
+                              autocast: Autocast) -> GenerativeObjective:
+    """The generative objective over a run's judge-format pairs (training and held-out)."""
+    train = encode_answers(tokenizer, data.train, max_length=max_length)
+    if not len(train):
+        raise ValueError("objective 'generative': no training pairs")
+    return GenerativeObjective(train, encode_answers(tokenizer, data.held_out, max_length=max_length), pad_id,
+                               device, autocast)
