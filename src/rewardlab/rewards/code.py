@@ -86,8 +86,9 @@ class CodeExecution(Reward):
     execution), `cpu_seconds`, `memory_mb` (address space), `output_mb` (stdout + stderr captured), `file_size_mb`,
     `max_processes`, `result_mb` (largest result of one call test), `workers` (executions at a time),
     `namespaces` ("auto" | "require" | "off"), `zygote` (default True: runs start from warm zygotes where the
-    isolation allows it, see docs/sandbox.md; False: every run starts cold), `extract` (take the last ```python
-    block), `split` (compare `assert CALL == LITERAL` tests outside the sandbox; False runs them as statements).
+    isolation allows it, see docs/sandbox.md; False: every run starts cold), `ray` (0: run here; N: run on N Ray
+    sandbox actors, `workers` at a time, default 2 per actor), `extract` (take the last ```python block), `split`
+    (compare `assert CALL == LITERAL` tests outside the sandbox; False runs them as statements).
     A limit the program hits scores 0.0 with `info["limit"]` (never an error).
     """
 
@@ -110,6 +111,7 @@ class CodeExecution(Reward):
         workers: int | None = None,
         namespaces: NamespaceMode = "auto",
         zygote: bool = True,
+        ray: int = 0,
         extract: bool = True,
         split: bool = True,
     ) -> None:
@@ -126,11 +128,14 @@ class CodeExecution(Reward):
         self.result_bytes = int(result_mb * MiB)
         self.namespaces: NamespaceMode = namespaces
         self.zygote = zygote
+        if ray < 0:
+            raise ValueError(f"code: ray must be >= 0 (the number of Ray sandbox actors), got {ray!r}")
+        self.ray = ray
         self.limits = Limits(
             cpu_seconds=min(cpu_seconds, timeout), wall_seconds=timeout, memory_bytes=int(memory_mb * MiB),
             output_bytes=int(output_mb * MiB), file_size_bytes=int(file_size_mb * MiB), max_processes=max_processes,
         )
-        self.workers = workers if workers is not None else max(1, min(4, os.cpu_count() or 1))
+        self.workers = workers if workers is not None else 2 * ray if ray else max(1, min(4, os.cpu_count() or 1))
         if self.workers < 1:
             raise ValueError(f"code: workers must be >= 1, got {self.workers}")
         self._sandbox: Sandbox | None = None
@@ -138,7 +143,13 @@ class CodeExecution(Reward):
     @property
     def sandbox(self) -> Sandbox:
         """The sandbox that runs the programs (created on first use; its `isolation` says what is in force)."""
-        if self._sandbox is None:
+        if self._sandbox is None and self.ray:
+            from rewardlab.runtime._sandbox_ray import RaySandbox
+
+            per_actor = max(1, -(-self.workers // self.ray))
+            self._sandbox = RaySandbox(self.limits, actors=self.ray, per_actor=per_actor, namespaces=self.namespaces,
+                                       zygote=self.zygote)
+        elif self._sandbox is None:
             self._sandbox = Sandbox(self.limits, namespaces=self.namespaces, zygote=self.zygote)
         return self._sandbox
 

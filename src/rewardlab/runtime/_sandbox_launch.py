@@ -4,6 +4,7 @@ run supervised (stdin, output caps, wall clock, a `Sandbox.stop`), and the init'
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import marshal
 import os
@@ -160,6 +161,15 @@ def _root_spec(ctx: RunContext, hostdir: str, uids: Sequence[int], limits: Limit
 def _warm_root(ctx: RunContext, limits: Limits, argv: list[str]) -> dict[str, Any] | None:
     """What a zygote's run mounts: the template root (the same for every run of the sandbox: /etc/passwd names every
     uid of the scorer's pool) and the per-run scratch and /proc; None when `argv[0]` lies outside the template."""
+    return _warm_root_for(ctx.read_only_paths, ctx.uid_base, limits.disk_bytes, argv[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _warm_root_for(read_only_paths: tuple[str, ...], uid_base: int, disk_bytes: int,
+                   program: str) -> dict[str, Any] | None:
+    ctx = RunContext(read_only_paths, uid_base, threading.Event())
+    limits = Limits(disk_bytes=disk_bytes)
+    argv = [program]
     binds = [*_ROOT_BINDS, *ctx.read_only_paths]
     if os.path.isabs(argv[0]):
         real = os.path.realpath(argv[0])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import _signal as signal  # type: ignore[import-not-found]  # builtin; the signal module imports enum
 import _socket
 import array
+import gc
 import marshal
 import os
 import select
@@ -229,6 +230,7 @@ def serve(sock: Any) -> None:
             warm_script(config)
             root = config.get("root")
             template = template_namespace(root["template"]) if root is not None and root.get("warm") else None
+            gc.freeze()  # the run's collector never walks (and so never copies) the zygote's own objects
             child = os.fork()
         except BaseException as error:
             for fd in fds:
