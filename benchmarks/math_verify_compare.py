@@ -527,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"response={c.response[-80:]!r}", markup=False, highlight=False)
             shown += 1
     if result["cpu"] is not None:
-        console.print(f"machine: {result['cpu']['machine']}; CPU busy during the cold run: {result['cpu']['cpu_busy']}",
+        console.print(f"CPU: {result['cpu']['machine']}; this process kept {result['cpu']['cpu_busy']:.0%} of all "
+                      "cores busy during the cold run (one thread; other work shared the machine)",
                       markup=False, highlight=False)
     console.print(f"wrote {args.output}")
     return 0

@@ -76,8 +76,11 @@ Answer = Expr | Equation | Chain | Ordered | Unordered | Matrix | Text
 # ---------------------------------------------------------------------------------------- structure level
 def _split_top(s: str, separators: tuple[str, ...]) -> list[str]:
     """Split on separators that are outside every (), [], {}, \\{\\} group."""
-    if not any(sep in s for sep in separators):
-        return [s]
+    for sep in separators:
+        if sep in s:
+            break
+    else:
+        return [s]  # no separator anywhere
     parts: list[str] = []
     depth = 0
     start = 0
