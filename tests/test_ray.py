@@ -80,3 +80,59 @@ def test_cli_score_with_ray_writes_the_same_file(tmp_path: Path) -> None:
         done = subprocess.run([*base, "-o", str(output), *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
     assert distributed.read_text() == plain.read_text()
+
+
+# --- the code sandbox on Ray actors (issue 22) ----------------------------------------------------------------------
+
+CODE_TESTS = {"tests": ["assert double(2) == 4", "assert double(-3) == -6"]}
+CODE_SAMPLES = [Sample(prompt="double", response=f"```python\ndef double(x):\n    return {body}\n```",
+                       reference=CODE_TESTS)
+                for body in ("2 * x", "x + 2", "x * x", "2 * x", "0", "x + x")] + [
+    Sample(prompt="double", response="```python\nwhile True:\n    pass\n```", reference=CODE_TESTS),
+    Sample(prompt="echo", response="print(input())", reference={"io": [{"stdin": "hi", "stdout": "hi"}]}),
+]
+
+
+def test_code_on_ray_actors_scores_as_the_local_sandbox(local_cluster: None) -> None:
+    options = {"timeout": 5.0, "cpu_seconds": 1.0}
+    local = rewardlab.load({"code": options})
+    on_ray = rewardlab.load({"code": {**options, "ray": 2}})
+    try:
+        want = [(s.value, s.info.get("limit"), s.info.get("passed")) for s in local.score(CODE_SAMPLES)]
+        got = [(s.value, s.info.get("limit"), s.info.get("passed")) for s in on_ray.score(CODE_SAMPLES)]
+        assert got == want
+        assert [v for v, _, _ in want] == [1.0, 0.5, 0.5, 1.0, 0.0, 1.0, 0.0, 1.0]  # x+2 and x*x pass one test each
+        assert want[6][1] == "timeout"
+        from rewardlab.runtime._sandbox_ray import RaySandbox
+
+        sandbox = on_ray.sandbox
+        assert isinstance(sandbox, RaySandbox) and sandbox.actors == 2
+        assert sandbox.isolation.mechanisms() == local.sandbox.isolation.mechanisms()
+    finally:
+        local.close()
+        on_ray.close()
+
+
+def test_a_ray_sandbox_stops_runs_in_flight_on_its_actors_and_is_picklable(local_cluster: None) -> None:
+    import pickle
+    import threading
+    import time
+
+    from rewardlab.runtime._sandbox_ray import RaySandbox
+    from rewardlab.runtime.sandbox import PYTHON, Limits
+
+    box = RaySandbox(Limits(wall_seconds=30, cpu_seconds=5), actors=1)
+    try:
+        assert box.run_program(PYTHON, "print(6 * 7)").stdout == b"42\n"
+        threading.Timer(1.5, box.stop).start()
+        started = time.monotonic()
+        stopped = box.run_program(PYTHON, "import time\ntime.sleep(25)\n")
+        assert stopped.status == "sandbox failure" and time.monotonic() - started < 15, stopped
+        box.resume()
+        copy = pickle.loads(pickle.dumps(box))
+        assert copy.run_program(PYTHON, "print(1)").stdout == b"1\n"
+        copy.close()
+    finally:
+        box.close()
+    with pytest.raises(ValueError, match="actors must be >= 1"):
+        RaySandbox(actors=0)
