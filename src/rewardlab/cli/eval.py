@@ -23,9 +23,12 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "OUTPUT/metrics.json, OUTPUT/scores.jsonl and a self-contained OUTPUT/report.html."
         ),
     )
-    cmd.add_argument("--reward", "-r", action="append", required=True, metavar="SPEC",
+    cmd.add_argument("--reward", "-r", action="append", default=None, metavar="SPEC",
                      help="reward spec (repeat to compare rewards side by side): length, rm:./my-rm, inline JSON, "
                           "a YAML/JSON file")
+    cmd.add_argument("--compare", nargs=2, default=None, metavar=("SPEC_A", "SPEC_B"),
+                     help="instead of --reward: how far apart two rewards are on the data's responses (STARC and "
+                          "EPIC distances, Spearman, within-prompt pairwise agreement) into OUTPUT/metrics.json")
     terminal.add_input_flag(cmd, "PATH", "evaluation data (.jsonl[.gz], .json, .parquet, a folder, or a Hugging Face "
                             "Hub name such as allenai/reward-bench-2); --data/-d names the same preference data",
                             "--data", "-d")
@@ -111,6 +114,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from rewardlab.registry import SpecError
     from rewardlab.types import LimitNotHonouredError
 
+    if (args.reward is None) == (args.compare is None):
+        raise terminal.CLIError("give --reward SPEC (repeatable) or --compare SPEC_A SPEC_B, not both", code=2)
     if args.batch_size < 1:
         raise terminal.CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.bins < 1:
@@ -127,6 +132,8 @@ def run_eval(args: argparse.Namespace) -> int:
         if not args.quiet:
             terminal.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
+    if args.compare is not None:
+        return _run_compare(args)
     try:
         with terminal.RewardBars(args.quiet) as bars:
             result = evaluate(
@@ -150,4 +157,40 @@ def run_eval(args: argparse.Namespace) -> int:
     if not args.quiet:
         written = "metrics.json, scores.jsonl" + ("" if args.no_report else ", report.html")
         terminal.console.print(f"wrote {written} to {args.output}", highlight=False)
+    return 0
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    """`--compare A B`: the two rewards' distances, printed and written to OUTPUT/metrics.json."""
+    from rewardlab.data.eval_data import EvaluationDataError
+    from rewardlab.evaluate.compare import compare_rewards
+    from rewardlab.registry import SpecError
+    from rewardlab.types import LimitNotHonouredError
+
+    try:
+        with terminal.RewardBars(args.quiet) as bars:
+            result = compare_rewards(args.compare[0], args.compare[1], args.input, output_dir=args.output,
+                                     batch_size=args.batch_size, rows=args.rows, data_format=args.data_format,
+                                     split=args.split, workers=args.workers, timeout=args.timeout,
+                                     on_start=bars.start)
+    except LimitNotHonouredError as error:
+        raise terminal.CLIError(str(error), code=2) from None
+    except SpecError as error:
+        raise terminal.CLIError(f"--compare: {error}") from error
+    except (EvaluationDataError, ValueError) as error:
+        raise terminal.CLIError(f"--input {args.input}: {error}") from error
+    compared = result["compare"]
+    table = Table(title=f"rewardlab eval --compare · {result['data']['n_responses']} responses")
+    table.add_column("measure")
+    table.add_column(f"{escape(compared['a'])} vs {escape(compared['b'])}", justify="right")
+    distances = compared["distances"]
+    measures = (("STARC distance (0 = same preferences)", "starc"), ("EPIC distance", "epic"),
+                ("Spearman (raw values)", "spearman"), ("within-prompt pairwise agreement", "pairwise_agreement"))
+    for name, key in measures:
+        table.add_row(name, _fmt(distances[key]))
+    counts = distances["counts"]
+    table.add_row("prompts / responses used", f"{counts['prompts']} / {counts['samples_used']}")
+    terminal.stdout.print(table)
+    if not args.quiet:
+        terminal.console.print(f"wrote metrics.json to {args.output}", highlight=False)
     return 0
