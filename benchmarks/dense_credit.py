@@ -16,7 +16,9 @@ CPU cores). Writes benchmarks/results/dense_credit.json and prints two tables.
    dense rewards. Reported: the mean and the variance of the advantage on wrong and on right tokens, the share of
    wrong tokens pushed down (advantage < 0), and the share of the right tokens of wrong answers pushed down (what
    sequence credit cannot avoid).
-3. First-error localisation (`--localise SPEC ...`, off by default: it needs trained models): GSM8K problems from
+3. First-error localisation (`--localise SPEC ...`, off by default: it needs trained models; `--train-localisers DIR
+   --only-localise` first trains an outcome RM on gold ≻ corrupted GSM8K *train* solutions and a PRM on their step
+   labels, then localises with the PRM and with the RM's three redistributions): GSM8K problems from
    ../shared/data/gsm8k-test.jsonl.gz as gold and corrupted step rows (`data.steps.gsm8k_step_rows`, the PRM
    benchmark's labels); each dense SPEC (e.g. `{"redistribute": {"reward": "rm:MY-RM", "method": "gradient"}}`)
    scores them, its `Score.steps` credit (centred per solution) predicts the first step below −τ (τ chosen on
@@ -195,6 +197,42 @@ def localise(specs: list[str], problems: int, seed: int = 0) -> dict[str, dict[s
     return out
 
 
+def train_localisers(folder: Path, problems: int, steps: int, seed: int = 0) -> list[str]:
+    """Train the two models the localisation table needs on GSM8K *train* problems (the table is on test): an
+    outcome RM on (gold ≻ one-step-corrupted) solution pairs, and a PRM on the same rows' step labels; both
+    all-MiniLM-L6-v2, `steps` optimizer steps, length 256. Returns the specs to localise with."""
+    import gzip
+    import random
+
+    from rewardlab.data.steps import gsm8k_step_rows
+    from rewardlab.train import TrainConfig, train_reward_model
+    from rewardlab.types import PreferencePair
+
+    with gzip.open(ROOT.parent / "shared" / "data" / "gsm8k-train.jsonl.gz", "rt", encoding="utf-8") as handle:
+        source = [json.loads(line) for line in handle]
+    random.Random(seed).shuffle(source)
+    rows = gsm8k_step_rows(source[:problems], seed=seed, corrupt_fraction=1.0)
+    gold = {r.id: r for r in rows if r.label == -1}
+    pairs = [PreferencePair(prompt=r.prompt, chosen="\n\n".join(gold[r.id.removesuffix("-bad")].steps),
+                            rejected="\n\n".join(r.steps))
+             for r in rows if r.label >= 0 and r.id and r.id.removesuffix("-bad") in gold]
+    common: dict[str, Any] = {"backbone": "minilm", "max_steps": steps, "batch_size": 16, "max_length": 256,
+                              "eval_split": 0.0, "seed": seed, "log_every": 10, "save_every": 0, "warmup_ratio": 0.05}
+    runs: tuple[tuple[str, TrainConfig, dict[str, Any]], ...] = (
+        ("orm", TrainConfig(objective="pairwise", output=str(folder / "orm"), **common), {"pairs": pairs}),
+        ("prm", TrainConfig(objective="process", output=str(folder / "prm"), after_first_error="ignore", **common),
+         {"steps": rows}),
+    )
+    for name, config, data in runs:
+        started = time.perf_counter()
+        train_reward_model(config, quiet=True, **data)
+        print(f"  trained {name} in {time.perf_counter() - started:.0f} s ({len(pairs)} pairs / {len(rows)} rows)",
+              flush=True)
+    orm = str(folder / "orm")
+    return [f"prm:{folder / 'prm'}"] + [json.dumps({"redistribute": {"reward": f"rm:{orm}", "method": method}})
+                                         for method in ("attention", "gradient", "occlusion")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=16)
@@ -202,8 +240,16 @@ def main() -> None:
     parser.add_argument("--localise", nargs="*", default=[], help="dense reward specs to localise first errors with")
     parser.add_argument("--localise-problems", type=int, default=100)
     parser.add_argument("--only-localise", action="store_true", help="skip throughput and the simulation")
+    parser.add_argument("--train-localisers", metavar="DIR", default=None,
+                        help="first train an outcome RM and a PRM on GSM8K train into DIR and localise with them")
+    parser.add_argument("--train-problems", type=int, default=600)
+    parser.add_argument("--train-steps", type=int, default=150)
     args = parser.parse_args()
     results: dict[str, Any] = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+    if args.train_localisers:
+        print("training the localisers:", flush=True)
+        args.localise = list(args.localise) + train_localisers(Path(args.train_localisers), args.train_problems,
+                                                               args.train_steps)
     if args.localise:
         print("first-error localisation:", flush=True)
         results["localisation"] = localise(args.localise, args.localise_problems)
