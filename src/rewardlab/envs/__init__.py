@@ -24,6 +24,7 @@ from rewardlab.envs.base import (
     check_arguments,
 )
 from rewardlab.envs.search import SearchEnvironment
+from rewardlab.envs.sql import SQLEnvironment
 from rewardlab.registry import SpecError, load, parse_spec_text
 
 EnvBuilder = Callable[[dict[str, Any], Callable[[Any], Any]], Environment]
@@ -71,12 +72,14 @@ def load_env(spec: Any) -> Environment:
 
 register_env("answer")(AnswerEnvironment.from_options)
 register_env("search")(SearchEnvironment.from_options)
+register_env("sql")(SQLEnvironment.from_options)
 
 __all__ = [
     "SUBMIT",
     "SUBMIT_TOOL",
     "AnswerEnvironment",
     "Environment",
+    "SQLEnvironment",
     "Scorer",
     "SearchEnvironment",
     "Session",
