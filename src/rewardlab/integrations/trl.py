@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewardlab.integrations.payload import load_reward, objective_columns, spec_name, status_counts
-from rewardlab.types import Reward, Sample, Score, content_hash
+from rewardlab.types import Episode, Reward, Sample, Score, content_hash
 
 #: Arguments TRL passes that are not dataset columns (kept out of `Sample.metadata`).
 TRL_ARGUMENTS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
@@ -99,10 +99,22 @@ def trl_samples(
         ref = ref_values[index] if isinstance(ref_values, Sequence) and len(ref_values) > index else None
         group = content_hash(prompt if isinstance(prompt, str | list) else repr(prompt))[:16]
         sample_prompt = sample_prompt if isinstance(sample_prompt, str | list) else str(sample_prompt)
+        if isinstance(completion, list):  # a tool-calling rollout: the episode rides along for episode rewards
+            metadata["episode"] = _episode(prompt, completion, ref)
         samples.append(Sample(prompt=sample_prompt, response=response, reference=ref, group=group,
                               metadata=metadata))
         problems.append(None)
     return samples, problems
+
+
+def _episode(prompt: Any, completion: list[Any], reference: Any) -> Episode | None:
+    """The rollout as an `Episode` (prompt messages, then the completion's assistant and tool messages), or None
+    when its messages do not read as one."""
+    opening = prompt if isinstance(prompt, list) else [{"role": "user", "content": "" if prompt is None else prompt}]
+    try:
+        return Episode.from_dict({"messages": [*opening, *completion], "reference": reference})
+    except (TypeError, ValueError):
+        return None
 
 
 class _TRLReward:
