@@ -12,8 +12,9 @@ Each runs with 1 and 2 workers (threads that each wait on one run). The configur
 repeat (so a change in the machine's load falls on all of them); executions/s is the mean ± std over repeats, and
 `x bare` the mean of the per-repeat ratios to the bare subprocess with the same workers. `cpu busy` is the CPU
 time of this process and every process it waited for (zygotes are reaped when their sandbox closes, so their
-start-up is counted) over wall time and cores. `--ray-actors` adds the throughput of the reward on a local Ray
-cluster (`ray.init(num_cpus=2)`) against the number of sandbox actors (needs the `distributed` extra).
+start-up is counted) over wall time and cores; `cpu ms/exec` the same CPU time per execution. `--ray-actors` adds
+the throughput of the reward on a local Ray cluster (`ray.init(num_cpus=2)`) against the number of sandbox actors
+(needs the `distributed` extra).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from rewardlab.rewards.code import CodeExecution
 from rewardlab.runtime.sandbox import PYTHON, Limits, Sandbox, python_interpreter_for_sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
+import _machine
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "code_exec.json"
@@ -125,16 +126,21 @@ def timed(config: Config, executions: int, workers: int, advance: Callable[[], N
         if why is not None:
             failures.append(why)
 
+    def counted(i: int) -> None:
+        one(i)
+        advance()
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(one, range(workers)))  # warm up: detection probes, one zygote per worker, page cache
         latencies.clear()
         cpu_before, started = cpu_seconds(), time.perf_counter()
-        list(pool.map(lambda i: (one(i), advance()), range(executions)))
+        list(pool.map(counted, range(executions)))
         wall = time.perf_counter() - started
     close()  # reaps the zygotes: their CPU time is counted
     cpu = cpu_seconds() - cpu_before
     latencies.sort()
     return {"executions_per_s": executions / wall, "seconds": wall, "cpu_busy": _machine.cpu_busy(cpu, wall),
+            "cpu_ms_per_execution": 1000 * cpu / executions,
             "latency_p50_ms": 1000 * statistics.median(latencies), "failures": len(failures),
             "failure_reasons": failures[:3]}
 
@@ -150,6 +156,7 @@ def summarise(name: str, workers: int, isolation: list[str], repeats: list[dict[
         "vs_bare_mean": round(statistics.mean(ratios), 3),
         "vs_bare_std": round(statistics.stdev(ratios), 3) if len(ratios) > 1 else 0.0,
         "cpu_busy_mean": round(statistics.mean(r["cpu_busy"] for r in repeats), 3),
+        "cpu_ms_per_execution_mean": round(statistics.mean(r["cpu_ms_per_execution"] for r in repeats), 1),
         "latency_p50_ms_mean": round(statistics.mean(r["latency_p50_ms"] for r in repeats), 1),
         "failures": sum(r["failures"] for r in repeats),
         "failure_reasons": [why for r in repeats for why in r["failure_reasons"]][:3],
@@ -225,12 +232,14 @@ def main() -> int:
     console = Console(width=140)
     table = Table(title=f"code executions, {_machine.describe()} (other work running; load before "
                         f"{load_before[0]:.2f}); mean ± std over {args.repeats} repeats")
-    for column in ("config", "workers", "exec/s", "x bare", "cpu busy", "p50 ms", "failures", "isolation"):
+    for column in ("config", "workers", "exec/s", "x bare", "cpu busy", "cpu ms/exec", "p50 ms", "failures",
+                   "isolation"):
         table.add_column(column, justify="left" if column in ("config", "isolation") else "right")
     for row in rows:
         table.add_row(row["config"], str(row["workers"]),
                       f"{row['executions_per_s_mean']:.1f} ± {row['executions_per_s_std']:.1f}",
                       f"{row['vs_bare_mean']:.2f} ± {row['vs_bare_std']:.2f}", f"{row['cpu_busy_mean']:.2f}",
+                      f"{row['cpu_ms_per_execution_mean']:.1f}",
                       f"{row['latency_p50_ms_mean']:.0f}", str(row["failures"]), short_isolation(row["isolation"]))
     console.print(table)
     if ray:
