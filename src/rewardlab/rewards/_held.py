@@ -8,10 +8,33 @@ new process) and emptied by `release()` (what `close()` calls).
 
 from __future__ import annotations
 
+import functools
 import gc
+import hashlib
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+
+def model_files_sha256(path: str) -> str:
+    """SHA-256 over a model's files (a folder's regular files by name, or one file such as a GGUF): part of every
+    model reward's fingerprint, so new weights give a new fingerprint. Cached while no file's size or time changes."""
+    place = Path(path)
+    files = sorted(p for p in place.iterdir() if p.is_file()) if place.is_dir() else [place] if place.is_file() else []
+    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _files_sha256(stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _files_sha256(stamp: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for name, _, _ in stamp:
+        digest.update(Path(name).name.encode("utf-8", "surrogatepass"))
+        with open(name, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def nothing() -> None:

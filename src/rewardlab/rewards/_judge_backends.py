@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.progress import EXTRA_OF_MODULE, MissingExtraError
+from rewardlab.rewards._held import model_files_sha256
 from rewardlab.runtime.http import (
     DeadlineExceeded,
     HttpClient,
@@ -179,7 +180,8 @@ class HFBackend:
 
     def describe(self) -> dict[str, Any]:
         """What identifies this judge's answers: the model folder and how it runs."""
-        return {"kind": "hf", "path": self.path, "precision": self.precision, "max_length": self.max_length}
+        return {"kind": "hf", "path": self.path, "sha256": model_files_sha256(self.path), "precision": self.precision,
+                "max_length": self.max_length}
 
     def close(self) -> None:
         """Free the model (reloaded on next use)."""

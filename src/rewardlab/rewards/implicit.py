@@ -22,10 +22,10 @@ from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
-from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import HeldState, model_files_sha256
 from rewardlab.rewards._held import nothing as _none
 from rewardlab.rewards._judge_backends import SMOLLM2_NAME, smollm2_folder
-from rewardlab.types import Reward, Sample, Score
+from rewardlab.types import Reward, Sample, Score, content_hash
 
 
 def _clean(text: str) -> str:
@@ -73,6 +73,14 @@ class ImplicitReward(HeldState, Reward):
         self._models: dict[str, Any]
         self._tokenizer: Any
         self._init_held()
+
+    def model_sha256(self) -> str:
+        """SHA-256 of the model's files (in the fingerprint: new weights, new fingerprint)."""
+        return content_hash([model_files_sha256(p) for p in (self.policy_path, self.reference_path) if p])
+
+    def fingerprint(self) -> str:
+        """Code, configuration and the model files' hash."""
+        return content_hash([super().fingerprint(), self.model_sha256()])
 
     def close(self) -> None:
         """Free both models (reloaded on next use)."""

@@ -27,9 +27,9 @@ from rewardlab.data.unicode import repair_surrogates
 from rewardlab.machine import auto_dtype
 from rewardlab.models.card import ModelCard
 from rewardlab.registry import register
-from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import HeldState, model_files_sha256
 from rewardlab.rewards._held import nothing as _none
-from rewardlab.types import Reward, Sample, Score
+from rewardlab.types import Reward, Sample, Score, content_hash
 
 #: Keys (in the folder's `rewardlab.json`, fields of its `ModelCard`) holding the reward mean/std on the training data.
 REWARD_MEAN_KEY = "reward_mean"
@@ -195,6 +195,14 @@ class ModelReward(HeldState, Reward):
         if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
             raise ValueError(f"rm: saved reward std must be finite and > 0 in {self.path}/rewardlab.json, got {std!r}")
         return float(mean), float(std)
+
+    def model_sha256(self) -> str:
+        """SHA-256 of the model's files (in the fingerprint: new weights, new fingerprint)."""
+        return model_files_sha256(self.path)
+
+    def fingerprint(self) -> str:
+        """Code, configuration and the model files' hash."""
+        return content_hash([super().fingerprint(), self.model_sha256()])
 
     def close(self) -> None:
         """Free the model (it is reloaded if the reward is used again)."""

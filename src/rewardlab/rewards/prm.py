@@ -20,9 +20,9 @@ from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
-from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import HeldState, model_files_sha256
 from rewardlab.rewards._held import nothing as _none
-from rewardlab.types import Reward, Sample, Score
+from rewardlab.types import Reward, Sample, Score, content_hash
 
 AGGREGATIONS = ("min", "product", "last", "mean", "geometric_mean")
 
@@ -110,6 +110,14 @@ class ProcessReward(HeldState, Reward):
             return saved
         positions = getattr(model.config, "max_position_embeddings", None)
         return min(512, positions) if isinstance(positions, int) and positions > 0 else 512
+
+    def model_sha256(self) -> str:
+        """SHA-256 of the model's files (in the fingerprint: new weights, new fingerprint)."""
+        return model_files_sha256(self.path)
+
+    def fingerprint(self) -> str:
+        """Code, configuration and the model files' hash."""
+        return content_hash([super().fingerprint(), self.model_sha256()])
 
     def close(self) -> None:
         """Free the model (reloaded on next use)."""

@@ -22,10 +22,10 @@ from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
-from rewardlab.rewards._held import HeldState
+from rewardlab.rewards._held import HeldState, model_files_sha256
 from rewardlab.rewards._held import nothing as _none
 from rewardlab.rewards.model import PRECISIONS, native_bf16
-from rewardlab.types import Reward, Sample, Score
+from rewardlab.types import Reward, Sample, Score, content_hash
 
 #: Tokens per text the encoder sees (MiniLM was trained on 128-256; its position table holds 512).
 DEFAULT_MAX_LENGTH = 256
@@ -185,6 +185,14 @@ class _EncoderReward(Reward):
                  max_batch_tokens: int = 4096) -> None:
         self.encoder = SentenceEncoder(encoder, max_length=max_length, batch_size=batch_size, precision=precision,
                                        device=device, cache_size=cache_size, max_batch_tokens=max_batch_tokens)
+
+    def model_sha256(self) -> str:
+        """SHA-256 of the model's files (in the fingerprint: new weights, new fingerprint)."""
+        return model_files_sha256(self.encoder.path)
+
+    def fingerprint(self) -> str:
+        """Code, configuration and the model files' hash."""
+        return content_hash([super().fingerprint(), self.model_sha256()])
 
     def close(self) -> None:
         """Free the encoder."""
