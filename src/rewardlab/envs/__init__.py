@@ -23,6 +23,7 @@ from rewardlab.envs.base import (
     ToolOutput,
     check_arguments,
 )
+from rewardlab.envs.remote import RemoteEnvironment
 from rewardlab.envs.search import SearchEnvironment
 from rewardlab.envs.sql import SQLEnvironment
 from rewardlab.registry import SpecError, load, parse_spec_text
@@ -73,6 +74,7 @@ def load_env(spec: Any) -> Environment:
 register_env("answer")(AnswerEnvironment.from_options)
 register_env("search")(SearchEnvironment.from_options)
 register_env("sql")(SQLEnvironment.from_options)
+register_env("remote")(RemoteEnvironment.from_options)
 
 __all__ = [
     "SUBMIT",
