@@ -495,7 +495,6 @@ def _completion(answer: dict[str, Any] | None, fault: str | None, cached: bool) 
     except (KeyError, IndexError, TypeError):
         return Completion(text=None, error=f"judge answer has no choices[0].message.content: {str(answer)[:200]}")
     usage = answer.get("usage") or {}
-    return Completion(text=text if isinstance(text, str) else None,
-                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
+    return Completion(text=text if isinstance(text, str) else None, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                       completion_tokens=int(usage.get("completion_tokens") or 0), cached=cached,
                       error=None if isinstance(text, str) else "judge answer content is not text")
