@@ -411,7 +411,10 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
 
     model_families = {"rm:PATH", "prm:PATH", "judge:MODEL", "implicit:POLICY", "remote:http://HOST:PORT",
                       "semantic", "bertscore", "diversity", "redistribute", "shaping", "bounded_steps"}
-    assert set(rewardlab.available()) - model_families == set(BUILT_IN)
+    # episode rewards score Sample.metadata["episode"], which text attacks never touch: their attacks are
+    # tests/adversarial/test_episode_attacks.py
+    episode_families = {"task_success", "tool_use", "episode_citation", "turn_format"}
+    assert set(rewardlab.available()) - model_families - episode_families == set(BUILT_IN)
 
 
 # ---- rewards with models: the MiniLM encoder shipped in a wheel, and tiny random models built here ----
