@@ -301,14 +301,14 @@ def _kill_after(delay: float, pids: list[int]) -> None:
 
 
 def _inits_of(zygote: int) -> list[int]:
-    """Host pids of the inits a zygote's C1 children forked (grandchildren of the zygote)."""
+    """Host pids of the inits a zygote cloned (its children)."""
     def parent(pid: str) -> int:
         try:
             return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             return -1
 
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and parent(str(parent(p))) == zygote]
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and parent(p) == zygote]
 
 
 @pytest.mark.parametrize("victim", ["zygote", "init"])

@@ -2,7 +2,7 @@
 
 A `ZygotePool` keeps one warm zygote per concurrent run (a worker takes an idle one, or starts one, and gives it
 back after the run). A `ZygoteRun` is what `subprocess.Popen` is to a cold run: the run's pipes, `poll`, `wait`,
-and `kill_tree` (the zygote kills C1's process group; the init is PID 1 of the run's PID namespace, so the whole
+and `kill_tree` (the zygote kills the init, PID 1 of the run's PID namespace, so the whole
 tree goes with it). A zygote that misbehaves (no hello, a broken socket, a run it cannot end) is closed, never
 reused; a forked scorer never shares its parent's zygotes.
 """
@@ -78,7 +78,7 @@ class Zygote:
         return data
 
     def start_run(self, config: dict[str, Any], fds: list[int]) -> int:
-        """Send one run (`config` with its payload inline, the run's six descriptors); C1's pid."""
+        """Send one run (`config` with its payload inline, the run's six descriptors); the init's pid."""
         body = marshal.dumps(config, 2)
         try:
             self.sock.sendmsg([b"R" + len(body).to_bytes(8, "big")],
@@ -134,17 +134,17 @@ class ZygoteRun:
         if answer[:1] == b"E":
             status = int.from_bytes(answer[1:], "big", signed=True)
             self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        else:  # the zygote is gone (its C1 died with it) or spoke out of turn
+        else:  # the zygote is gone (its init died with it) or spoke out of turn
             self.zygote.broken = True
             self.returncode = -9
         return self.returncode
 
     def poll(self) -> int | None:
-        """C1's exit code (negative: the signal), or None while it runs."""
+        """The init's exit code (negative: the signal), or None while it runs."""
         return self._ended(0)
 
     def wait(self, timeout: float | None = None) -> int:
-        """Wait for C1 to end; `subprocess.TimeoutExpired` after `timeout` seconds."""
+        """Wait for the init to end; `subprocess.TimeoutExpired` after `timeout` seconds."""
         code = self._ended(timeout)
         if code is None:
             raise subprocess.TimeoutExpired("sandbox zygote run", timeout or 0.0)
@@ -161,7 +161,7 @@ class ZygoteRun:
             self.zygote.broken = True
 
     def kill_tree(self) -> None:
-        """SIGKILL the run's process tree (through the zygote, which alone may signal C1's group safely)."""
+        """SIGKILL the run's process tree (through the zygote, which alone may signal the unreaped init safely)."""
         if self.returncode is None:
             self._end_byte(b"K")
 

@@ -6,22 +6,23 @@ run pays every time (an `unshare` binary, an interpreter start-up, the imports o
 then serves runs over the Unix socket FD, one at a time:
 
 - `R` + 8-byte length + the marshalled init configuration (the payload inline), with the run's six descriptors
-  attached (stdin, stdout, stderr, status, channel, lifeline): the zygote forks C1, which starts its own session,
-  dies with the zygote (PR_SET_PDEATHSIG), closes every descriptor but the run's, unshares the run's namespaces
-  (PID, network, mount, IPC, UTS: fresh ones for every run), makes every mount private, and forks the init, PID 1
-  of the new PID namespace, which runs `_sandbox_init.run` exactly as a cold init does (cgroup, rlimits, seccomp,
-  uid, program); C1 waits for it and ends the way it ended. The minimal root is not rebuilt per run: C1 enters a
-  template mount namespace (built once, read-only, its scratch folders and /proc empty mount points) before
-  unsharing, so the run gets a private copy, and the init mounts fresh tmpfs scratch and a fresh /proc on it.
-- The zygote answers `S` + C1's pid, then `E` + C1's wait status once C1 has ended. The scorer then sends one byte:
-  `D` (done), or, at any earlier time, `K`, which kills C1's process group first (C1 is not reaped before: its
-  group id cannot have been reused).
+  attached (stdin, stdout, stderr, status, channel, lifeline): the zygote clones the init straight into fresh PID,
+  network, IPC and UTS namespaces (clone(2) with the interpreter's fork hooks: the init is PID 1 of its own PID
+  namespace, no intermediate process), and the init starts its own session, dies with the zygote
+  (PR_SET_PDEATHSIG), closes every descriptor but the run's, enters the template root's mount namespace and
+  unshares a private copy of it, then runs `_sandbox_init.run` exactly as a cold init does (cgroup, rlimits,
+  seccomp, uid, program). The template (built once per zygote, read-only, its scratch folders and /proc empty mount
+  points) spares every run the minimal root's ~25 mounts: the init mounts fresh tmpfs scratch and a fresh /proc on
+  its copy.
+- The zygote answers `S` + the init's pid, then `E` + its wait status once it has ended. The scorer then sends one
+  byte: `D` (done), or, at any earlier time, `K`, which SIGKILLs the init first (not reaped before: its pid cannot
+  have been reused; its PID namespace and everything in it go with it).
 
-Nothing of a run comes back into the zygote: every run is a copy-on-write fork, C1 drops the socket before anything
-else runs, the program runs as another uid in other namespaces under a detached root, and the zygote never reads a
-byte a program wrote. Its only cache holds code it compiled itself from the scorer's trusted scripts (the harness),
-never a program's. EOF on the socket (the scorer is gone) ends the zygote and the run in flight. Like the init it
-runs on any Python >= 3.9 and imports only the standard library.
+Nothing of a run comes back into the zygote: every run is a copy-on-write fork, the init drops the socket before
+anything else runs, the program runs as another uid in other namespaces under a detached root, and the zygote
+never reads a byte a program wrote. Its only cache holds code it compiled itself from the scorer's trusted scripts
+(the harness), never a program's. EOF on the socket (the scorer is gone) ends the zygote and the run in flight.
+Like the init it runs on any Python >= 3.9 and imports only the standard library.
 """
 
 # ruff: noqa: SIM105 -- contextlib would cost the zygote its import; it imports only what the runs need
@@ -60,6 +61,7 @@ RUN_FDS = 6  # stdin, stdout, stderr, status, channel, lifeline
 _CLONE_FLAGS = {"pid": 0x20000000, "net": 0x40000000, "mount": 0x00020000, "ipc": 0x08000000, "uts": 0x04000000}
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _PR_SET_PDEATHSIG = 1
+_CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}  # clone(2); every argument after the flags is 0 here
 _MAX_CONFIG = 1 << 30
 _MAX_SCRIPTS = 8  # compiled trusted scripts kept (the harness; a changed harness replaces the oldest)
 _TEMPLATE: list[Any] = []  # [spec key, descriptor of the template root's mount namespace]
@@ -172,13 +174,34 @@ def _build_template(spec: dict[str, Any]) -> None:
         os.close(parent)
 
 
-def run_c1(config: dict[str, Any], fds: list[int], zygote: int, template: int | None) -> None:
-    """In C1 (forked): own session, the run's descriptors only, fresh namespaces, then the init (never returns)."""
+def clone_process(flags: int) -> int:
+    """`os.fork` into new namespaces: clone(2) with `flags` (the child is PID 1 of a new PID namespace) and the
+    interpreter's fork hooks around it, as `os.fork` runs them. The zygote is single-threaded, so the child needs
+    nothing more; the init it becomes forks its program with `os.fork` (glibc's own bookkeeping again)."""
+    libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held across the call, as os.fork holds it
+    libc.syscall.restype = ctypes.c_long
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = libc.syscall(ctypes.c_long(_CLONE_SYSCALL[os.uname().machine]), ctypes.c_ulong(flags | signal.SIGCHLD),
+                       None, None, None, None)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    error = ctypes.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(error, f"clone into new namespaces: {os.strerror(error)}")
+    return int(pid)
+
+
+def start_init(config: dict[str, Any], fds: list[int], template: int | None) -> None:
+    """In the init (cloned: PID 1 of fresh PID, network, IPC and UTS namespaces): own session, the run's descriptors
+    only, a private copy of the template root's mount namespace, then `_sandbox_init.run` (never returns)."""
     try:
         os.setsid()
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != zygote:
-            os._exit(124)  # the zygote is already gone
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:  # the zygote gone: the lifeline covers
+            os._exit(124)                                                 # a zygote gone before this line
         cgroup = os.open(config["cgroup_procs"], os.O_WRONLY) if config["cgroup_procs"] is not None else None
         if template is not None and libc.setns(template, _CLONE_FLAGS["mount"]) != 0:  # its copy is made below
             raise OSError(ctypes.get_errno(), "enter the template root's mount namespace")
@@ -191,36 +214,20 @@ def run_c1(config: dict[str, Any], fds: list[int], zygote: int, template: int | 
             os.dup2(cgroup, 6, inheritable=False)
             config["cgroup_procs"] = 6
         os.closerange(7, 1 << 16)
-        flags = 0
-        for name in config["namespaces"]:
-            flags |= _CLONE_FLAGS[name]
-        if libc.unshare(flags) != 0:
-            raise OSError(ctypes.get_errno(), f"unshare({'+'.join(config['namespaces'])})")
+        if "mount" in config["namespaces"] and libc.unshare(_CLONE_FLAGS["mount"]) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(mount)")
         if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:  # nothing propagates back to the host
             raise OSError(ctypes.get_errno(), "make / private")
         config.update(status_fd=3, lifeline_fd=5)
         config["env"]["REWARDLAB_CHANNEL_FD"] = "4"
-        init = os.fork()
     except BaseException as error:
         os.write(2, f"sandbox: the zygote could not start the run: {error}\n".encode())
         os._exit(125)
-    if init == 0:  # PID 1 of the run's namespace; the lifeline ends it if the scorer goes
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            os._exit(124)
-        _sandbox_init.run(config)
-    for fd in (3, 4, 5):
-        os.close(fd)
-    _, status_word = os.waitpid(init, 0)
-    if os.WIFSIGNALED(status_word):  # end the way the init ended, as `unshare --fork` does
-        if os.WTERMSIG(status_word) != signal.SIGKILL:
-            signal.signal(os.WTERMSIG(status_word), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status_word))
-    os._exit(os.WEXITSTATUS(status_word) if os.WIFEXITED(status_word) else 1)
+    _sandbox_init.run(config)
 
 
 def serve(sock: Any) -> None:
     """Serve run requests until the scorer closes the socket."""
-    me = os.getpid()
     while True:
         try:
             config, fds = receive_run(sock)
@@ -231,7 +238,11 @@ def serve(sock: Any) -> None:
             root = config.get("root")
             template = template_namespace(root["template"]) if root is not None and root.get("warm") else None
             gc.freeze()  # the run's collector never walks (and so never copies) the zygote's own objects
-            child = os.fork()
+            flags = 0
+            for name in config["namespaces"]:
+                if name != "mount":  # the init enters the template's mount namespace first, then copies it
+                    flags |= _CLONE_FLAGS[name]
+            child = clone_process(flags)
         except BaseException as error:
             for fd in fds:
                 os.close(fd)
@@ -240,7 +251,7 @@ def serve(sock: Any) -> None:
             continue
         if child == 0:
             sock.close()
-            run_c1(config, fds, me, template)
+            start_init(config, fds, template)
         for fd in fds:
             os.close(fd)
         sock.sendall(b"S" + child.to_bytes(4, "big"))
@@ -249,9 +260,9 @@ def serve(sock: Any) -> None:
 
 
 def _wait_run(sock: Any, child: int) -> int | None:
-    """C1's wait status once it ends, sent as `E`; None when the scorer is gone.
+    """The init's wait status once it ends, sent as `E`; None when the scorer is gone.
 
-    The scorer sends exactly one byte per run: `K` (kill the run: C1's group, not reaped yet, gets SIGKILL) at any
+    The scorer sends exactly one byte per run: `K` (kill the run: the init, not reaped yet, gets SIGKILL) at any
     time, or `D` once it has read `E`. A `K` that crosses `E` is that byte, never taken for the next request.
     """
     exited = os.pidfd_open(child)
@@ -262,10 +273,7 @@ def _wait_run(sock: Any, child: int) -> int | None:
             sock.sendall(b"E" + status_word.to_bytes(4, "big", signed=True))
             return status_word if sock.recv(1) else None
         request = sock.recv(1)  # K, or EOF; anything else is a scorer that lost count: end the run all the same
-        try:
-            os.killpg(child, signal.SIGKILL)  # not reaped yet: the group id is still C1's
-        except ProcessLookupError:
-            pass
+        os.kill(child, signal.SIGKILL)  # not reaped yet: the pid is still the init's; its namespace dies with it
         status_word = os.waitpid(child, 0)[1]
         if request != b"K":
             return None
@@ -281,7 +289,7 @@ def main() -> None:
     os.set_inheritable(sock.fileno(), False)
     _sandbox_init.write_setting("/proc/self/oom_score_adj", "-1000")
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: nothing may ptrace the zygote
-    ready = hasattr(os, "pidfd_open") and hasattr(sock, "recvmsg")
+    ready = hasattr(os, "pidfd_open") and hasattr(sock, "recvmsg") and os.uname().machine in _CLONE_SYSCALL
     try:
         sock.sendall(b"H" if ready else b"N")
         if ready:
