@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import rewardlab
 from rewardlab.integrations.trl import reward_func
 from rewardlab.integrations.turns import (
+    combined_turn_rewards,
     discounted_returns,
     mask_runs,
     openrlhf_step_rewards,
@@ -96,11 +97,14 @@ def test_openrlhf_shapes() -> None:
 
 def test_episode_reward_steps_flow_into_token_credit() -> None:
     episode = submitted("42", assistant("", ("calc", {"x": "6*7"}, "42")))
-    (score,) = rewardlab.load({"sum": [{"task_success": {}}, {"tool_use": {"call_budget": 1}}]}).score(
-        [episode.to_sample()])
-    turns = turn_rewards_of(score, len(episode.assistant_turns()))
-    assert turns == pytest.approx([0.0, 0.9])  # submit is the 2nd call (−0.1) and the outcome (+1), both last turn
-    assert verl_turn_scores([turns], [[1, 1, 0, 1]]).tolist()[0] == pytest.approx([0.0, 0.0, 0.0, 0.9])
+    sample = episode.to_sample()
+    success, tools = (rewardlab.load(spec).score([sample])[0]
+                      for spec in ("task_success", {"tool_use": {"call_budget": 0, "max_penalty": 5}}))
+    assert success.steps == [0.0, 1.0] and tools.steps == pytest.approx([-0.1, -0.1])
+    turns = combined_turn_rewards([success, tools], 2, [1.0, 2.0])
+    assert turns == pytest.approx([-0.2, 0.8])
+    assert verl_turn_scores([turns], [[1, 1, 0, 1]]).tolist()[0] == pytest.approx([0.0, -0.2, 0.0, 0.8])
+    assert combined_turn_rewards([success, Score.failure("judge down")], 2) is None
 
 
 def test_trl_conversational_completions_reach_episode_rewards() -> None:

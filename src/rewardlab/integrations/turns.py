@@ -67,6 +67,20 @@ def turn_rewards_of(score: Score, turns: int | None = None) -> list[float] | Non
     return [0.0] * (turns - 1) + [value] if turns else []
 
 
+def combined_turn_rewards(scores: Sequence[Score], turns: int,
+                          weights: Sequence[float] | None = None) -> list[float] | None:
+    """Σ wⱼ·(turn rewards of score j) per turn: several episode rewards of one rollout on its turns (a `sum`
+    composite adds values, not steps); None when any of them is masked."""
+    weights = [1.0] * len(scores) if weights is None else list(weights)
+    if len(weights) != len(scores):
+        raise ValueError(f"{len(scores)} scores but {len(weights)} weights")
+    rows = [turn_rewards_of(score, turns) for score in scores]
+    if any(row is None for row in rows):
+        return None
+    return [math.fsum(w * row[k] for w, row in zip(weights, rows, strict=True) if row is not None)
+            for k in range(turns)]
+
+
 def turn_advantages(turn_rewards: Sequence[Sequence[float] | None], outcomes: Sequence[float | None],
                     groups: Sequence[Hashable] | int, *, gamma: float = 1.0, turn_weight: float = 1.0,
                     scale: bool = True, eps: float = 1e-4) -> list[list[float]]:
