@@ -23,6 +23,7 @@ from rewardlab.envs.base import (
     ToolOutput,
     check_arguments,
 )
+from rewardlab.envs.code import CodeEnvironment
 from rewardlab.envs.remote import RemoteEnvironment
 from rewardlab.envs.search import SearchEnvironment
 from rewardlab.envs.sql import SQLEnvironment
@@ -75,11 +76,13 @@ register_env("answer")(AnswerEnvironment.from_options)
 register_env("search")(SearchEnvironment.from_options)
 register_env("sql")(SQLEnvironment.from_options)
 register_env("remote")(RemoteEnvironment.from_options)
+register_env("code")(CodeEnvironment.from_options)
 
 __all__ = [
     "SUBMIT",
     "SUBMIT_TOOL",
     "AnswerEnvironment",
+    "CodeEnvironment",
     "Environment",
     "SQLEnvironment",
     "Scorer",
