@@ -19,7 +19,8 @@ ONLY_PUBLIC = "def double(x):\n    return 4 if x == 2 else -7\n"
 def _tasks(tmp_path: Path) -> Path:
     path = tmp_path / "tasks.jsonl"
     rows = [
-        {"id": "dbl", "prompt": "Write double(x) returning twice x.", "public_tests": {"tests": ["assert double(2) == 4"]},
+        {"id": "dbl", "prompt": "Write double(x) returning twice x.",
+         "public_tests": {"tests": ["assert double(2) == 4"]},
          "reference": {"tests": ["assert double(2) == 4", "assert double(5) == 10", "assert double(-1) == -2",
                                  "assert double(0) == 0"]}},
         {"task_id": 11, "text": "Write double(x).", "test_list": ["assert double(1) == 2", "assert double(3) == 6"]},

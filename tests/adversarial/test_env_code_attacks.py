@@ -60,13 +60,15 @@ def test_forged_equality_and_persisted_files_do_not_pay(tmp_path: Path) -> None:
               "def double(x):\n    return Any()\n")
     session = env.new_session(0)
 
-    async def run() -> tuple[str, float | None]:
-        text = (await session.call("run_tests", {"code": "open('memo', 'w').write('4')\ndef double(x):\n    return 4\n"}))
+    async def run() -> tuple[str, str, float | None]:
+        persist = "open('memo', 'w').write('4')\ndef double(x):\n    return 4\n"
+        wrote = await session.call("run_tests", {"code": persist})
+        read = await session.call("run_tests", {"code": "def double(x):\n    return int(open('memo').read())\n"})
         out = await session.call("submit", {"answer": forged})
-        return text.text, out.reward
+        return wrote.text, read.text, out.reward
 
-    text, value = asyncio.run(run())
-    assert "1/1 passed" in text and value == 0.0
+    wrote, read, value = asyncio.run(run())
+    assert "1/1 passed" in wrote and "0/1 passed" in read and "FileNotFoundError" in read and value == 0.0
     assert session.score is not None and session.score.info["forgeable"] is False
     env.close()
 
