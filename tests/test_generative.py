@@ -1,0 +1,211 @@
+"""Generative reward models: judge-format data in both orders, the answer-only loss, training on the engine
+(checkpoints, resume, LoRA, card), the result as `judge:PATH`, and critiques distilled from a teacher judge."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rewardlab import PreferencePair, Sample
+from rewardlab.models.card import ModelCard
+from rewardlab.rewards.judge import PairwiseJudge
+from rewardlab.rewards.verdict import VerdictReward, distill_critiques, judge_training_pairs
+from rewardlab.train.config import TrainConfig
+from rewardlab.train.generative import encode_answers, render_prompt, split_verdict
+from rewardlab.train.generative_model import GENERATIVE_LAYOUT
+from rewardlab.train.trainer import TrainingInterrupted, train_reward_model
+from tests.tiny_models import tiny_llama
+
+PAIRS = [PreferencePair(prompt=f"Question {k}?", chosen="good", rejected="bad", id=f"p{k}") for k in range(6)]
+# a short pairwise template: the tiny LM's tokenizer is byte-level, so the default one is ~700 tokens
+TEMPLATE = ("[user]\n<prompt-{fence}>\n{prompt}\n</prompt-{fence}>\n<response_a-{fence}>\n{response_a}\n"
+            "</response_a-{fence}>\n<response_b-{fence}>\n{response_b}\n</response_b-{fence}>\nWinner?\n")
+SHORT: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("genrm")
+    (root / "pairwise-short.txt").write_text(TEMPLATE, encoding="utf-8")
+    SHORT["template"] = str(root / "pairwise-short.txt")
+    return tiny_llama(root / "lm")
+
+
+def _judge(path: str, **options: Any) -> PairwiseJudge:
+    return PairwiseJudge(path, mode="pairwise", max_chars=100, template=SHORT["template"], **options)
+
+
+def test_split_verdict_takes_the_last_word() -> None:
+    assert split_verdict("Winner: A", "x") == ("Winner: ", "A")
+    assert split_verdict("A is kinder.\nWinner: B\n", "x") == ("A is kinder.\nWinner: ", "B")
+    assert split_verdict("Yes", "x") == ("", "Yes")
+    with pytest.raises(ValueError, match="pair 7: the answer is empty"):
+        split_verdict("  ", "pair 7")
+
+
+def test_every_pair_comes_in_both_orders_with_the_verdict_swapped(lm: str) -> None:
+    judge = _judge(lm)
+    tie = PreferencePair(prompt="q", chosen="x", rejected="y", tie=True)
+    rows = judge_training_pairs([*PAIRS, tie], judge)
+    assert len(rows) == 2 * len(PAIRS)  # the tie is no judge example
+    assert Counter(r.metadata["verdict"] for r in rows) == {"A": len(PAIRS), "B": len(PAIRS)}
+    first, second = rows[0], rows[1]
+    assert first.prompt == judge.conversation(PAIRS[0].prompt, {"response_a": PAIRS[0].chosen,
+                                                                "response_b": PAIRS[0].rejected})
+    assert second.prompt == judge.conversation(PAIRS[0].prompt, {"response_a": PAIRS[0].rejected,
+                                                                 "response_b": PAIRS[0].chosen})
+    assert (first.chosen, first.rejected, second.chosen, second.rejected) == (
+        "Winner: A", "Winner: B", "Winner: B", "Winner: A")
+    noted = judge_training_pairs(PAIRS[:1], judge, [{"chosen_first": "A is kinder.", "chosen_second": None}])
+    assert [r.chosen for r in noted] == ["A is kinder.\nWinner: A", "Winner: B"]
+    with pytest.raises(ValueError, match="2 entries for 1 pairs"):
+        judge_training_pairs(PAIRS[:1], judge, [{}, {}])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20)), min_size=1,
+                max_size=5))
+def test_position_never_carries_the_verdict(lm_folder: str, texts: list[tuple[str, str]]) -> None:
+    judge = _judge(lm_folder)
+    pairs = [PreferencePair(prompt="q", chosen=a, rejected=b) for a, b in texts]
+    rows = judge_training_pairs(pairs, judge)
+    by_first: dict[str, Counter[str]] = {}
+    for row in rows:  # which response is shown first, and the verdict: each pair's texts win in one order each
+        by_first.setdefault(row.metadata["order"], Counter())[row.metadata["verdict"]] += 1
+    assert by_first == {"chosen_first": Counter({"A": len(pairs)}), "chosen_second": Counter({"B": len(pairs)})}
+
+
+@pytest.fixture(scope="module")
+def lm_folder(lm: str) -> str:
+    return lm
+
+
+def test_the_loss_covers_the_answer_only_and_the_verdict_is_its_own_token(lm: str) -> None:
+    judge = _judge(lm)
+    rows = judge_training_pairs(PAIRS[:2], judge, [{"chosen_first": "Kind.", "chosen_second": None}, {}])
+    tokenizer = judge.backend.load()[1]
+    data = encode_answers(tokenizer, rows, max_length=4096)
+    for k, row in enumerate(rows):
+        prompt = tokenizer.encode(render_prompt(tokenizer, row.prompt), add_special_tokens=False)
+        ids = data.input_ids[k]
+        assert ids[: data.answer_start[k]] == prompt
+        answer = tokenizer.decode(ids[data.answer_start[k]:], skip_special_tokens=True)
+        assert answer == row.chosen
+        assert ids[data.verdict_at[k]] == data.right[k] == tokenizer.encode(row.metadata["verdict"],
+                                                                           add_special_tokens=False)[0]
+        assert ids[-1] == tokenizer.eos_token_id
+    assert data.truncated_pairs == 0
+    short = encode_answers(tokenizer, rows[:1], max_length=len(data.input_ids[0]) - 5)
+    assert short.truncated_pairs == 1 and short.input_ids[0] == data.input_ids[0][5:]
+    assert short.verdict_at[0] == data.verdict_at[0] - 5
+    with pytest.raises(ValueError, match="exceeds max_length=4"):
+        encode_answers(tokenizer, rows[:1], max_length=4)
+    with pytest.raises(ValueError, match="pair p0: objective 'generative' trains on judge-format pairs"):
+        encode_answers(tokenizer, PAIRS[:1], max_length=4096)
+
+
+def _config(lm: str, output: Path, **options: Any) -> TrainConfig:
+    values: dict[str, Any] = {"objective": "generative", "backbone": lm, "output": str(output), "batch_size": 4,
+                              "lr": 3e-3, "max_length": 512, "warmup_ratio": 0.0, "precision": "fp32",
+                              "freeze_layers": 0, "scheduler": "constant", **options}
+    return TrainConfig(**values)
+
+
+def test_a_trained_judge_prefers_the_better_response_in_both_orders(lm: str, tmp_path: Path) -> None:
+    judge = _judge(lm, scoring="logits")
+    rows = judge_training_pairs(PAIRS, judge)
+    result = train_reward_model(_config(lm, tmp_path / "judge", max_steps=80), pairs=rows, eval_pairs=rows)
+    assert result.metrics["eval_accuracy"] == 1.0  # the verdict logit beats the wrong one for every held-out row
+    card = ModelCard.read(tmp_path / "judge")
+    assert card.layout == GENERATIVE_LAYOUT and card.training_config is not None
+    assert card.training_config["objective"] == "generative"
+    assert (tmp_path / "judge" / "README.md").is_file()
+    trained = _judge(str(tmp_path / "judge"), scoring="logits")
+    items = [(p.prompt, p.chosen, p.rejected) for p in PAIRS]
+    first = trained.compare_pairs(items)
+    second = trained.compare_pairs([(p, b, a) for p, a, b in items])
+    assert all(a is not None and a > 0.5 for a in first)
+    assert all(b is not None and b < 0.5 for b in second)  # the same verdict whichever is shown first
+    scores = trained.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in PAIRS])
+    assert all(s.info["position_consistent"] and s.value is not None and s.value > 0.5 for s in scores)
+
+
+def test_resume_ends_with_the_same_weights_and_lora_saves_a_whole_model(lm: str, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    rows = judge_training_pairs(PAIRS[:4], _judge(lm))
+    whole = train_reward_model(_config(lm, tmp_path / "whole", max_steps=4, save_every=2), pairs=rows,
+                               eval_pairs=[])
+    with pytest.raises(TrainingInterrupted):
+        train_reward_model(_config(lm, tmp_path / "cut", max_steps=4, save_every=2), pairs=rows, eval_pairs=[],
+                           stop_after_steps=2)
+    resumed = train_reward_model(_config(lm, tmp_path / "cut", max_steps=4, save_every=2, resume=True), pairs=rows,
+                                 eval_pairs=[])
+    assert resumed.metrics["resumed_from"] is not None
+    a, b = load_file(str(whole.output_dir / "model.safetensors")), load_file(str(resumed.output_dir /
+                                                                                "model.safetensors"))
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+    lora = train_reward_model(_config(lm, tmp_path / "lora", max_steps=2, lora_r=4), pairs=rows, eval_pairs=[])
+    assert lora.metrics["trainable_parameters"] < whole.metrics["trainable_parameters"]
+    value = _judge(str(lora.output_dir), scoring="logits").compare_pairs([("q", "good", "bad")])[0]
+    assert value is not None and 0.0 <= value <= 1.0
+
+
+@pytest.fixture(scope="module")
+def teacher(lm: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny LM trained to always answer "Kind." then "Winner: A" (it ignores the content)."""
+    judge = _judge(lm)
+    rows = [PreferencePair(prompt=r.prompt, chosen="Kind.\nWinner: A", rejected="Winner: B",
+                           metadata={"verdict": "A"}) for r in judge_training_pairs(PAIRS, judge)]
+    output = tmp_path_factory.mktemp("teacher") / "judge"
+    train_reward_model(_config(lm, output, max_steps=60), pairs=rows, eval_pairs=[])
+    return str(output)
+
+
+def _keeps_agreeing_critiques(critiques: list[dict[str, str | None]]) -> None:
+    # the teacher says A in both orders: right when the chosen response is shown first, wrong otherwise
+    assert critiques == [{"chosen_first": "Kind.", "chosen_second": None}] * 3
+
+
+def test_distilled_critiques_are_kept_only_where_the_teacher_agrees_with_the_label(teacher: str) -> None:
+    critiques = distill_critiques(PAIRS[:3], _judge(teacher, scoring="text", max_new_tokens=24))
+    _keeps_agreeing_critiques(critiques)
+    rows = judge_training_pairs(PAIRS[:3], _judge(teacher), critiques)
+    assert [r.chosen for r in rows[:2]] == ["Kind.\nWinner: A", "Winner: B"]
+    with pytest.raises(ValueError, match="scoring='text'"):
+        distill_critiques(PAIRS[:1], _judge(teacher, scoring="logits"))
+
+
+def test_an_openai_compatible_teacher_gives_the_same_critiques(teacher: str) -> None:
+    pytest.importorskip("fastapi")
+    from tests.judge_chat_server import serve_chat_model
+
+    with serve_chat_model(teacher) as url:
+        remote = PairwiseJudge(url, mode="pairwise", scoring="text", max_new_tokens=24, max_chars=100, model="local",
+                               template=SHORT["template"])
+        _keeps_agreeing_critiques(distill_critiques(PAIRS[:3], remote))
+        remote.close()
+
+
+def test_verdict_reward_pays_the_right_verdict_and_a_little_for_the_format() -> None:
+    reward = VerdictReward(format_weight=0.25)
+    scores = reward.score([
+        Sample(prompt="p", response="Kinder.\nWinner: A", reference="A"),
+        Sample(prompt="p", response="Winner: B", reference={"verdict": "a"}),
+        Sample(prompt="p", response="Both are fine.", reference="B"),
+        Sample(prompt="p", response="Winner: A"),
+        Sample(prompt="p", response="Winner: A", reference="left"),
+    ])
+    assert [s.value for s in scores[:4]] == [1.0, 0.25, 0.0, None]
+    assert scores[0].objectives == {"format": 1.0, "correct": 1.0} and scores[0].rationale == "Kinder."
+    assert scores[2].objectives == {"format": 0.0, "correct": 0.0}
+    assert scores[4].error is not None and "'left'" in scores[4].error
+    yes_no = VerdictReward(kind="yesno", format_weight=0.0).score([Sample(prompt="p", response="No", reference="no")])
+    assert yes_no[0].value == 1.0
+    with pytest.raises(ValueError, match="format_weight must be in"):
+        VerdictReward(format_weight=1.0)
