@@ -133,6 +133,23 @@ def test_openenv_clients_play_full_episodes(tmp_path: Path, package: str) -> Non
                 assert (state["task_id"], state["status"], state["step_count"]) == (str(index), "done", 1)
 
 
+def test_openenv_mcp_tool_client_uses_a_managed_session(tmp_path: Path) -> None:
+    from openenv.core.mcp_client import MCPToolClient
+
+    env = answer_env(tmp_path)
+    with app_in_background(create_protocol_app(env, "openenv")) as server:
+
+        async def run(answer: str) -> Any:
+            async with MCPToolClient(base_url=server.url) as client:  # POST /mcp session/create, /ws?session_id=
+                opened = await client.reset(task_index=1)
+                assert [t.name for t in opened.observation.tools] == ["submit"]
+                assert [t.name for t in await client.list_tools()] == ["submit"]
+                return await client.call_tool("submit", answer=answer)
+
+        right, wrong = asyncio.run(run(RIGHT[1])), asyncio.run(run(WRONG[1]))
+        assert (right["reward"], right["done"], wrong["reward"]) == (1.0, True, 0.0)
+
+
 def test_verifiers_openenv_adapter_reads_our_schema(tmp_path: Path) -> None:
     from openenv import GenericEnvClient
     from verifiers.v1.tasksets.openenv.taskset import parse_action

@@ -7,7 +7,8 @@ and observation models, `/health` answers `{"status": "healthy"}`. Tools are Ope
 `{"type": "list_tools"}` lists them with their JSON schemas, `{"type": "call_tool", "tool_name", "arguments"}`
 calls one; `submit` ends the episode and its observation carries the reward. `reset(task_index=i)` (or
 `task_id=`) picks the task; a bare `reset()` takes the tasks in turn. Every WebSocket connection is its own
-environment instance, so sessions are isolated per rollout.
+environment instance, so sessions are isolated per rollout. OpenEnv's `MCPToolClient` (production mode:
+`/mcp` session, then `/ws?session_id=`) works too: `reset`, `list_tools()`, `call_tool("submit", answer=...)`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from openenv.core.env_server.mcp_types import Tool as OpenEnvTool
 from openenv.core.env_server.types import Observation, State
 from pydantic import Field
 
-from rewardlab.envs import Environment, Session, ToolError
+from rewardlab.envs import Environment, Session, Tool, ToolError
 from rewardlab.serve.protocols.common import ServeLimits, prompt_text, protect
 
 ENDPOINTS = frozenset({"/health", "/schema", "/metadata", "/mcp", "/ws", "/reset", "/step", "/state"})
@@ -34,8 +35,14 @@ class TaskObservation(Observation):  # type: ignore[misc]
 
     prompt: str = Field(description="the system instructions and the task, as one text")
     messages: list[dict[str, str]] = Field(default_factory=list, description="the same as chat messages")
-    tools: list[dict[str, Any]] = Field(default_factory=list, description="the tools, OpenAI function shape")
+    tools: list[dict[str, Any]] = Field(default_factory=list,
+                                        description="the tools: name, description, input_schema (MCP's shape)")
     task: dict[str, Any] = Field(default_factory=dict, description="the task's public fields (never its reference)")
+
+
+def _mcp_tool(tool: Tool) -> Any:
+    """A rewardlab tool as OpenEnv's MCP `Tool` (its JSON schema as is)."""
+    return OpenEnvTool(name=tool.name, description=tool.description, input_schema=dict(tool.parameters))
 
 
 class RewardlabOpenEnv(OpenEnvEnvironment):  # type: ignore[misc]
@@ -71,7 +78,7 @@ class RewardlabOpenEnv(OpenEnvEnvironment):  # type: ignore[misc]
         self._episode_id = episode_id or str(uuid.uuid4())
         messages = self._session.prompt_messages()
         return TaskObservation(prompt=prompt_text(messages), messages=messages,
-                               tools=[tool.to_openai() for tool in self.env.tools()],
+                               tools=[_mcp_tool(tool).model_dump() for tool in self.env.tools()],
                                task=self._session.task.public(), done=False, reward=None)
 
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
@@ -81,9 +88,7 @@ class RewardlabOpenEnv(OpenEnvEnvironment):  # type: ignore[misc]
     async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         """List the tools, or run one tool call in the episode (`submit` ends it with the reward)."""
         if isinstance(action, ListToolsAction):
-            return ListToolsObservation(tools=[OpenEnvTool(name=t.name, description=t.description,
-                                                           input_schema=dict(t.parameters))
-                                               for t in self.env.tools()])
+            return ListToolsObservation(tools=[_mcp_tool(t) for t in self.env.tools()])
         if not isinstance(action, CallToolAction):
             raise ValueError(f"this environment takes list_tools and call_tool actions, got {type(action).__name__}")
         if self._session is None:
