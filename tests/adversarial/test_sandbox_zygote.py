@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,8 +48,8 @@ def zygote_pids(box: Sandbox) -> list[int]:
     return [zygote.process.pid for zygote in pool._idle]
 
 
-def run(box: Sandbox, source: str) -> Execution:
-    execution = box.run_program(PYTHON, source)
+def run(box: Sandbox, source: str, **options: Any) -> Execution:
+    execution = box.run_program(PYTHON, source, **options)
     assert execution.sandbox_error is None, execution.sandbox_error
     return execution
 
@@ -401,3 +402,39 @@ def _running(text: str, only: str | None = None) -> list[str]:
         if text.encode() in _cmdline(pid).replace(b"\0", b" ") and not zombie:
             found.append(pid)
     return found
+
+
+def test_a_stalled_zygote_fails_its_run_within_the_wall_limit_and_is_replaced() -> None:
+    box = Sandbox(Limits(wall_seconds=2, cpu_seconds=1))
+    try:
+        if not box.warm:
+            pytest.skip("no zygote here")
+        run(box, "print(1)")
+        (pid,) = zygote_pids(box)
+        os.kill(pid, signal.SIGSTOP)  # alive, holding its socket, answering nothing
+        started = time.monotonic()
+        stalled = box.run_program(PYTHON, "print(2)")
+        assert stalled.status == "sandbox failure" and "did not start the run within 2 s" in str(stalled.error)
+        assert time.monotonic() - started < 10  # the wall limit, then the stalled zygote's 5 s to end
+        assert not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        assert run(box, "print(3)").stdout == b"3\n" and zygote_pids(box) != [pid]
+    finally:
+        box.close()
+
+
+def test_only_the_callers_own_script_is_compiled_by_the_zygote() -> None:
+    box = Sandbox(LIMITS)
+    try:
+        if not box.warm:
+            pytest.skip("no zygote here")
+        # a model's program named as the script (not vouched for) runs in the sandbox only, like any program
+        model = "import sys\nprint(sys.argv[0], __name__)\n"
+        assert run(box, "", files={"main.py": model.encode()}, script="main.py").stdout == b"main.py __main__\n"
+        # the caller's own script, vouched for: the zygote compiles it once, every run executes it afresh
+        harness = "import os\nprint(open('program.py').read(), os.getpid() > 1)\n"
+        for source in ("a", "b"):
+            execution = box.run_program(PYTHON, source, files={"h.py": harness.encode()}, script="h.py",
+                                        script_is_trusted=True)
+            assert execution.stdout == f"{source} True\n".encode(), execution
+    finally:
+        box.close()

@@ -211,7 +211,8 @@ class CodeExecution(Reward):
         sandbox, language = self.sandbox, LANGUAGES[self.language]
         if tests.mode == "tests":
             files = self._harness_files(tests)
-            return [lambda: sandbox.run_program(language, program, files=files, script="harness.py")]
+            return [lambda: sandbox.run_program(language, program, files=files, script="harness.py",
+                                                script_is_trusted=True)]
         script: str | None = None
         files = {}
         if self.language == "python":
@@ -219,7 +220,8 @@ class CodeExecution(Reward):
 
         def case(stdin: str) -> Callable[[], Execution]:
             data = stdin.encode("utf-8", "surrogatepass")
-            return lambda: sandbox.run_program(language, program, files=files, stdin=data, script=script)
+            return lambda: sandbox.run_program(language, program, files=files, stdin=data, script=script,
+                                               script_is_trusted=script is not None)
 
         return [case(stdin) for stdin, _ in tests.io]
 

@@ -257,10 +257,11 @@ def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes]
     if zygote is not None:
         config = _init_config(ctx, argv, files, isolation, limits, "", uid, script[0], cgroup, child_ends)
         config.update(payload=files, namespaces=namespaces_of(isolation), trusted_script=script[1], root=warm_root)
-        process = _start_warm(zygote, config, child_ends)
-        if isinstance(process, str):  # the zygote could not start it: start it cold
-            ctx.zygotes.release(zygote)  # type: ignore[union-attr]
-            zygote = None
+        process = _start_warm(zygote, config, child_ends, limits.wall_seconds)
+        if isinstance(process, str):
+            ctx.zygotes.release(zygote)  # type: ignore[union-attr]  # closed when broken
+            # it never got the run, or refused it: start it cold; a late start may still take the run's pipes: fail
+            zygote = zygote if zygote.may_hold_run else None
     if zygote is None:
         hostdirs.append(tempfile.mkdtemp(prefix="rewardlab-sandbox-"))
         config = _init_config(ctx, argv, files, isolation, limits, hostdirs[0], uid, script[0], cgroup, child_ends)
@@ -290,12 +291,13 @@ def _execute_in_cgroup(ctx: RunContext, argv: list[str], files: dict[str, bytes]
     return result
 
 
-def _start_warm(zygote: Zygote, config: dict[str, Any], child_ends: tuple[int, int, int]) -> ZygoteRun | str:
-    """Hand the run to a warm zygote; the run, or why the zygote could not start it."""
+def _start_warm(zygote: Zygote, config: dict[str, Any], child_ends: tuple[int, int, int],
+                timeout: float) -> ZygoteRun | str:
+    """Hand the run to a warm zygote; the run, or why the zygote could not start it within `timeout` seconds."""
     pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
     theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
     try:
-        pid = zygote.start_run(config, [*theirs, *child_ends])
+        pid = zygote.start_run(config, [*theirs, *child_ends], timeout)
     except ZygoteError as error:
         for read, write in pipes:
             os.close(read)

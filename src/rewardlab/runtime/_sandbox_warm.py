@@ -48,6 +48,7 @@ class Zygote:
             theirs.close()
         self.sock = ours
         self.broken = False
+        self.may_hold_run = False  # it timed out starting a run, which it may still start: the run's pipes are spent
         hello = self._read(1, _HELLO_S)
         if hello != b"H":
             self.broken = True
@@ -77,8 +78,9 @@ class Zygote:
             data += chunk
         return data
 
-    def start_run(self, config: dict[str, Any], fds: list[int]) -> int:
-        """Send one run (`config` with its payload inline, the run's six descriptors); the init's pid."""
+    def start_run(self, config: dict[str, Any], fds: list[int], timeout: float) -> int:
+        """Send one run (`config` with its payload inline, the run's six descriptors); the init's pid. A zygote
+        that has not started it within `timeout` seconds is broken (closed by the pool; the run starts cold)."""
         body = marshal.dumps(config, 2)
         try:
             self.sock.sendmsg([b"R" + len(body).to_bytes(8, "big")],
@@ -87,7 +89,10 @@ class Zygote:
         except OSError as error:
             self.broken = True
             raise ZygoteError(f"cannot send the run to the sandbox zygote: {error}") from error
-        answer = self._read(_MESSAGE, None) or b""
+        answer = self._read(_MESSAGE, timeout)
+        if answer is None:
+            self.broken = self.may_hold_run = True
+            raise ZygoteError(f"the sandbox zygote did not start the run within {timeout:g} s")
         if answer[:1] == b"S":
             return int.from_bytes(answer[1:], "big")
         if answer[:1] == b"F":

@@ -297,12 +297,14 @@ class Sandbox:
         argv: Sequence[str] | None = None,
         limits: Limits | None = None,
         script: str | None = None,
+        script_is_trusted: bool = False,
     ) -> Execution:
         """Run `source` as a program in `language` (extra `files` beside it; `argv` overrides the command).
 
         Python programs run in the sandbox's init interpreter after it forks and drops privileges (one interpreter
         start-up per run instead of two); `script` names another file of `files` to run instead of the source
-        (a harness that loads the program).
+        (a harness that loads the program). `script_is_trusted`: the script is the caller's own code, never a
+        model's, so a warm zygote may compile it once, outside the sandbox, and reuse the code object.
         """
         payload = dict(files or {})
         payload[language.source_file] = source.encode("utf-8", "surrogatepass")
@@ -313,7 +315,8 @@ class Sandbox:
             self._check_names(payload)
             interpreter = self.interpreter(language) or "python3"
             return self._execute([interpreter, "-s", entry], payload, stdin, self.isolation, limits or self.limits,
-                                 python_script=entry, trusted_script=entry != language.source_file)
+                                 python_script=entry,
+                                 trusted_script=script_is_trusted and entry != language.source_file)
         command = list(argv) if argv is not None else language.argv(interpreter=self.interpreter(language))
         return self.run(command, files=payload, stdin=stdin, limits=limits)
 
