@@ -24,6 +24,7 @@ from rewardlab.envs.base import (
     check_arguments,
 )
 from rewardlab.envs.code import CodeEnvironment
+from rewardlab.envs.gym import GymEnvironment
 from rewardlab.envs.remote import RemoteEnvironment
 from rewardlab.envs.search import SearchEnvironment
 from rewardlab.envs.sql import SQLEnvironment
@@ -77,6 +78,7 @@ register_env("search")(SearchEnvironment.from_options)
 register_env("sql")(SQLEnvironment.from_options)
 register_env("remote")(RemoteEnvironment.from_options)
 register_env("code")(CodeEnvironment.from_options)
+register_env("gym")(GymEnvironment.from_options)
 
 __all__ = [
     "SUBMIT",
@@ -84,6 +86,7 @@ __all__ = [
     "AnswerEnvironment",
     "CodeEnvironment",
     "Environment",
+    "GymEnvironment",
     "SQLEnvironment",
     "Scorer",
     "SearchEnvironment",
