@@ -17,6 +17,8 @@ PRECISIONS = ("auto", "bf16", "fp32")
 WEIGHTS_DTYPES = ("fp32", "bf16")
 OBJECTIVES = ("pairwise", "ranked", "rating", "process", "generative")
 TRACKERS = ("jsonl", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
+OPTIMIZERS = ("auto", "fused", "foreach", "for-loop")
+ATTENTIONS = ("auto", "sdpa", "eager")
 EARLY_STOPPING_METRICS = ("eval_accuracy", "eval_loss")
 
 
@@ -101,6 +103,12 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     """Recompute the backbone's activations in the backward pass instead of storing them: far less activation
     memory (long sequences, big models) for about a third more compute per step."""
+    optimizer: str = "auto"
+    """AdamW's implementation: auto (one fused kernel where every parameter allows it, else foreach), fused, foreach
+    or for-loop (torch's per-tensor loop, the slowest); the same update up to float rounding."""
+    attention: str = "auto"
+    """The backbone's attention kernel while training: auto (eager for bf16 on a CPU, where the fused kernel's bf16
+    backward is slow; else the backbone's own), sdpa or eager (same function, different speed)."""
     group_by_length: bool = True
     """Batch pairs of similar length together (less padding); batch order is still shuffled."""
     seed: int = 0
@@ -184,6 +192,8 @@ class TrainConfig:
              f"center_rewards_coefficient applies to the pairwise and ranked objectives, not {self.objective!r}"),
             (self.objective != "process" or not self.length_decorrelation,
              "length_decorrelation does not apply to the process objective"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
+            (self.attention in ATTENTIONS, f"attention must be one of {ATTENTIONS}, got {self.attention!r}"),
             (self.eval_every >= 0, f"eval_every must be >= 0, got {self.eval_every}"),
             (self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}"),
             (self.keep_checkpoints >= 1, f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}"),

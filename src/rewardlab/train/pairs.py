@@ -43,6 +43,10 @@ class EncodedPairs:
         """Length of each pair for batching: the longer of its two sequences."""
         return [max(len(c), len(r)) for c, r in zip(self.chosen, self.rejected, strict=True)]
 
+    def forward_rows(self, indices: Sequence[int]) -> list[list[int]]:
+        """The token-id rows one forward over the pairs `indices` reads (chosen rows, then rejected)."""
+        return [self.chosen[i] for i in indices] + [self.rejected[i] for i in indices]
+
     def token_rows(self) -> list[list[int]]:
         """Every token-id row (chosen then rejected of each pair), for the data fingerprint of a checkpoint."""
         return [row for pair in zip(self.chosen, self.rejected, strict=True) for row in pair]
@@ -133,15 +137,15 @@ def sequence_rewards(
 ) -> torch.Tensor:
     """Rewards of token-id rows in one forward (float32, shape [N]); `types` = segment ids or None."""
     from rewardlab.data.encoding import collate_token_ids
+    from rewardlab.train.engine import phase
 
-    batch = collate_token_ids(sequences, pad_id, token_type_ids=types)
-    with autocast():
+    with phase("data"):
+        batch = collate_token_ids(sequences, pad_id, token_type_ids=types)
+        inputs = [batch.input_ids.to(device), batch.attention_mask.to(device)]
         if batch.token_type_ids is not None:
-            output = model(batch.input_ids.to(device), batch.attention_mask.to(device),
-                           batch.token_type_ids.to(device))
-        else:
-            output = model(batch.input_ids.to(device), batch.attention_mask.to(device))
-        return output.rewards.float()  # type: ignore[no-any-return]
+            inputs.append(batch.token_type_ids.to(device))
+    with autocast():
+        return model(*inputs).rewards.float()  # type: ignore[no-any-return]
 
 
 def pair_rewards(
@@ -149,7 +153,7 @@ def pair_rewards(
     segment_ids: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards of the chosen and rejected responses of `indices`, in one forward over the 2B sequences."""
-    sequences = [data.chosen[i] for i in indices] + [data.rejected[i] for i in indices]
+    sequences = data.forward_rows(indices)
     types = None
     if segment_ids:
         types = [data.chosen_types[i] for i in indices] + [data.rejected_types[i] for i in indices]

@@ -36,6 +36,10 @@ class EncodedStepRows:
         """Tokens per row (for length-grouped batches)."""
         return [len(ids) for ids in self.input_ids]
 
+    def forward_rows(self, indices: Sequence[int]) -> list[list[int]]:
+        """The token-id rows one forward over the rows `indices` reads."""
+        return [self.input_ids[i] for i in indices]
+
     def steps_in(self, indices: Sequence[int]) -> int:
         """Labelled steps in the rows `indices`."""
         return sum(len(self.step_ends[i]) for i in indices)
@@ -99,8 +103,10 @@ def step_batch_loss(model: Any, data: EncodedStepRows, indices: Sequence[int], p
     import torch
 
     from rewardlab.models.prm import step_bce_loss
+    from rewardlab.train.engine import phase
 
-    ids, mask, read, targets = _batch_tensors(data, indices, pad_id, device)
+    with phase("data"):
+        ids, mask, read, targets = _batch_tensors(data, indices, pad_id, device)
     with autocast():
         logits = model(ids, mask).float()
     loss = step_bce_loss(logits, targets, read)

@@ -44,6 +44,10 @@ class EncodedLists:
         """Responses with a score in the lists `indices`."""
         return sum(len(s) for i in indices if (s := self.scores[i]) is not None)
 
+    def forward_rows(self, indices: Sequence[int]) -> list[list[int]]:
+        """The token-id rows one forward over the lists `indices` reads (each list's responses in order)."""
+        return [row for i in indices for row in self.ids[i]]
+
     def token_rows(self) -> list[list[int]]:
         """Every token-id row, list by list (for the data fingerprint of a checkpoint)."""
         return [row for rows in self.ids for row in rows]
@@ -112,7 +116,7 @@ def list_rewards(
     """`(rewards [B, k], mask [B, k])` of the lists `indices` (k = the longest list), in one forward."""
     import torch
 
-    sequences = [row for i in indices for row in data.ids[i]]
+    sequences = data.forward_rows(indices)
     types = [t for i in indices for t in data.types[i]] if segment_ids else None
     flat = sequence_rewards(model, sequences, types, pad_id, device, autocast)
     k = max(len(data.ids[i]) for i in indices)

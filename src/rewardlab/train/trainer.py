@@ -45,6 +45,7 @@ from rewardlab.train.checkpoints import (
     publish_run,
 )
 from rewardlab.train.config import TrainConfig
+from rewardlab.train.engine import adamw, fit_attention, forward_tokens, phase
 from rewardlab.train.environment import TRACKERS_DIR, check_trackers, cpu_threads
 from rewardlab.train.loop import TrainingInterrupted, TrainResult, run_training
 from rewardlab.train.pairs import (
@@ -126,6 +127,13 @@ class RewardTrainer:
         self.accelerator: Any = None
         self.model: Any = None
         self.optimizer: Any = None
+        self.optimizer_kind = ""
+        self.attention = ""
+        self.train_cpu_seconds = 0.0
+        """CPU seconds (all threads) this process spent in `step` (the run's work, apart from other jobs' load)."""
+        self.tokens = [0, 0]
+        """Real and padded tokens this process's training forwards read (`engine.forward_tokens`)."""
+        """The AdamW implementation the run uses (`rewardlab.train.engine.adamw`): fused, foreach or for-loop."""
         self.scheduler: Any = None
         self.objective: Any = None
         self.data: RunData | None = None
@@ -179,6 +187,7 @@ class RewardTrainer:
         self.tokenizer = model.tokenizer
         self.precision, self.precision_source = resolve_precision(config.precision, device)
         autocast = autocast_factory(device, self.precision == "bf16")
+        self.attention = fit_attention(model, device, self.precision, config.attention)
         encode_start = time.perf_counter()
         self.objective, segment_ids = make_objective(config, model, data, model.pad_token_id, device, autocast)
         self.encode_seconds = time.perf_counter() - encode_start
@@ -194,10 +203,9 @@ class RewardTrainer:
         head_ids = {id(p) for p in model.parameters()} - body_ids
         head_params = [p for p in model.parameters() if p.requires_grad and id(p) in head_ids]
         body_params = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
-        optimizer = torch.optim.AdamW(
+        optimizer, self.optimizer_kind = adamw(
             [{"params": body_params, "lr": lr}, {"params": head_params, "lr": config.head_lr or lr}],
-            lr=lr, weight_decay=config.weight_decay,
-        )
+            lr=lr, weight_decay=config.weight_decay, kind=config.optimizer)
         self.slots = self.world * config.grad_accum
         self.lengths = self.train_data.lengths()
         steps_per_epoch = len(pair_batches(self.lengths, config.batch_size, seed=config.seed, epoch=0,
@@ -240,7 +248,7 @@ class RewardTrainer:
         self.setup()
         config, state, accelerator = self.config, self.state, self.accelerator
         batch = list(batch) if batch is not None else self.next_batch()
-        step_start = time.perf_counter()
+        step_start, cpu_start = time.perf_counter(), time.process_time()
         lr = float(self.scheduler.get_last_lr()[0])
         micro = split_batch(batch, self.slots)
         mine = [micro[k * self.world + self.rank] for k in range(config.grad_accum)]
@@ -249,21 +257,28 @@ class RewardTrainer:
             sync = k == config.grad_accum - 1
             context = contextlib.nullcontext() if sync else accelerator.no_sync(self.model)
             with context:
-                part = self.objective.batch_loss(self.model, indices, batch)
-                # mean over the slice x its share of the global batch x P (DDP averages over processes)
-                accelerator.backward(part.loss * (part.share * self.world))
+                with phase("forward"):
+                    part = self.objective.batch_loss(self.model, indices, batch)
+                with phase("backward"):  # mean over the slice x its share of the global batch x P (DDP averages)
+                    accelerator.backward(part.loss * (part.share * self.world))
             sums += torch.tensor([part.loss_sum, part.count, part.hits, part.judged], dtype=torch.float64,
                                  device=self.device)
+            real, padded = forward_tokens(self.train_data, indices)
+            self.tokens[0] += real
+            self.tokens[1] += padded
         if config.max_grad_norm > 0:
-            accelerator.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+            with phase("clip"):
+                accelerator.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
+        with phase("optimizer"):
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
         self.window += sums
         seconds = time.perf_counter() - step_start
         state.step += 1
         state.pairs_seen += len(batch)
         state.train_seconds += seconds
+        self.train_cpu_seconds += time.process_time() - cpu_start
         loss_sum, count, hits, judged = sums.tolist()
         return {"loss": loss_sum / count if count else float("nan"),
                 "accuracy": hits / judged if judged else float("nan"), "lr": lr, "pairs": float(len(batch)),
@@ -326,6 +341,11 @@ class RewardTrainer:
             "encode_seconds": self.encode_seconds,
             "processes": self.world,
             "trainable_parameters": self.trainable,
+            "optimizer": self.optimizer_kind,
+            "attention": self.attention,
+            "train_cpu_seconds": self.train_cpu_seconds,
+            "train_tokens": self.tokens[0],
+            "train_padded_tokens": self.tokens[1],
             "bf16": self.precision == "bf16",
             "precision": self.precision,
             "precision_source": self.precision_source,
