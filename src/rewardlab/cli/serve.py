@@ -117,6 +117,8 @@ def _serve_env(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Serve `--env` over `--protocol` on its own port, with the reward server's limits and batching."""
     if args.ray:
         raise CLIError("--env is served in one process; --ray serves rewards only")
+    if args.quiet:
+        os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")  # the ORS SDK's server logs every request at INFO
     try:
         import uvicorn
 
