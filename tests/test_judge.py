@@ -248,6 +248,22 @@ def test_principles_are_written_into_the_prompt(model: str) -> None:
     assert reward.score([Sample(prompt="q", response="a")])[0].value is not None
 
 
+def test_each_user_gets_their_own_principles(model: str) -> None:
+    reward = load(model, mode="principles", principles=["Be kind."], scoring="logits", scale=[1, 5],
+                  user_principles={"lawyer": ["Cite the statute.", "Be precise."], "child": "Use simple words."})
+
+    def listed(user: str | None) -> str:
+        sample = Sample(prompt="q", response="a", metadata={} if user is None else {"user": user})
+        (message,) = [m for m in reward.template.conversation(**reward._fields(sample)[0]) if m["role"] == "user"]
+        return str(message["content"])
+
+    assert "1. Cite the statute." in listed("lawyer") and "2. Be precise." in listed("lawyer")
+    assert "1. Use simple words." in listed("child") and "Be kind." not in listed("child")
+    assert "1. Be kind." in listed("stranger") and "1. Be kind." in listed(None)
+    with pytest.raises(ValueError, match=r"user_principles\['x'\]"):
+        load(model, mode="principles", principles=["p"], user_principles={"x": []})
+
+
 @pytest.mark.parametrize("options", [{"mode": "pairwise", "scoring": "logits"},
                                      {"mode": "checklist", "scoring": "logits", "criteria": ["Is it right?"]},
                                      {"mode": "pyes"},

