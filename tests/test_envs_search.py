@@ -175,3 +175,19 @@ def test_real_abstracts_questions_are_answerable(shared_data: Path) -> None:
         return (await session.call("submit", {"answer": f"{answer} [{cited}]"})).reward
 
     assert asyncio.run(run()) == pytest.approx(1.5)
+
+
+def test_dense_retriever_on_a_tiny_encoder(tmp_path: Path, tiny_backbones: dict[str, str]) -> None:
+    progress: list[tuple[int, int]] = []
+    env = load_env({"search": {"corpus": str(_corpus(tmp_path)), "retriever": "dense",
+                               "encoder": tiny_backbones["bert"], "k": 2}})
+    assert isinstance(env, SearchEnvironment) and env.retriever.kind == "dense"
+    retriever = type(env.retriever)(env.retriever.documents, encoder=tiny_backbones["bert"], chunk=3,
+                                    on_progress=lambda done, total: progress.append((done, total)))
+    assert progress == [(3, 4), (4, 4)]
+    hits = retriever.search(DOCS[1]["text"], 4)
+    assert hits[0].document.id == "d2" and hits[0].score == pytest.approx(1.0, abs=1e-4)  # the same text: cosine 1
+    assert retriever.search("   ", 3) == []
+    out = asyncio.run(env.new_session(0).call("search", {"query": "Paris capital"}))
+    assert out.text.count("\n[d") <= 1 and all(line.split("]")[0][1:] in {"d1", "d2", "d3", "d4"}
+                                               for line in out.text.splitlines())
