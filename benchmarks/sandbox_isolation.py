@@ -5,7 +5,8 @@ benchmarks/results/sandbox_isolation.json and prints a table. The configurations
 (R rounds of N executions each), so a change in the machine's load hits them all alike. One execution is a small
 Python program (a function and an assert) run to completion in the sandbox. `--baseline REV` adds the sandbox as it
 was at git revision REV (its `sandbox.py` loaded beside the current one; any revision whose init was still inline),
-for a before/after comparison under the same load.
+for a before/after comparison under the same load. Every run starts cold (`zygote=False`); warm runs are measured
+by benchmarks/code_exec.py.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (1 2)")
     parser.add_argument("--baseline", help="also run the sandbox of this git revision (before/after)")
     args = parser.parse_args()
-    sandbox = Sandbox(Limits(wall_seconds=30))
+    sandbox = Sandbox(Limits(wall_seconds=30), zygote=False)  # each mechanism on the cold path
     configs = configurations(sandbox)
     runners: dict[str, Callable[[], Any]] = {name: runner(sandbox, isolation) for name, isolation in configs.items()}
     mechanisms = {name: isolation.mechanisms() for name, isolation in configs.items()}
