@@ -12,9 +12,11 @@ import contextlib
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -438,3 +440,17 @@ def test_only_the_callers_own_script_is_compiled_by_the_zygote() -> None:
             assert execution.stdout == f"{source} True\n".encode(), execution
     finally:
         box.close()
+
+
+def test_a_shown_path_under_the_scratch_folders_stays_visible() -> None:
+    shown = Path(tempfile.mkdtemp(prefix="rewardlab-shown-", dir="/tmp"))
+    box = Sandbox(LIMITS, read_only_paths=[str(shown)])
+    try:
+        (shown / "data.txt").write_text("visible")
+        shown.chmod(0o755)
+        (shown / "data.txt").chmod(0o644)
+        execution = run(box, f"print(open({str(shown / 'data.txt')!r}).read())")
+        assert execution.stdout == b"visible\n"  # started cold: a warm run's fresh /tmp would hide it
+    finally:
+        box.close()
+        shutil.rmtree(shown)

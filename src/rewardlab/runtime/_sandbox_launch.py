@@ -171,10 +171,16 @@ def _warm_root_for(read_only_paths: tuple[str, ...], uid_base: int, disk_bytes: 
     limits = Limits(disk_bytes=disk_bytes)
     argv = [program]
     binds = [*_ROOT_BINDS, *ctx.read_only_paths]
-    if os.path.isabs(argv[0]):
-        real = os.path.realpath(argv[0])
-        if not any(real == top or real.startswith(top.rstrip("/") + "/") for top in map(os.path.realpath, binds)):
-            return None
+
+    def under(path: str, tops: list[str]) -> bool:
+        real = os.path.realpath(path)
+        return any(real == top or real.startswith(top.rstrip("/") + "/") for top in map(os.path.realpath, tops))
+
+    if os.path.isabs(argv[0]) and not under(argv[0], binds):
+        return None
+    # a shown path under the scratch folders would be hidden by the run's fresh tmpfs: such runs start cold
+    if any(under(path, ["/tmp", "/var/tmp", "/dev"]) for path in ctx.read_only_paths):
+        return None
     pool = uid_pool(ctx.uid_base)
     template = _root_spec(ctx, "", range(pool.base, pool.base + pool.size), limits, [])
     per_run = template.pop("tmpfs")

@@ -65,6 +65,7 @@ _CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}  # clone(2); every argument afte
 _MAX_CONFIG = 1 << 30
 _MAX_SCRIPTS = 8  # compiled trusted scripts kept (the harness; a changed harness replaces the oldest)
 _TEMPLATE: list[Any] = []  # [spec key, descriptor of the template root's mount namespace]
+_TEMPLATE_FAILED: dict[bytes, str] = {}  # spec key -> why it could not be built (not retried for every run)
 
 
 def _read_exactly(sock: Any, size: int) -> bytes:
@@ -118,6 +119,8 @@ def template_namespace(spec: dict[str, Any]) -> int:
     key = marshal.dumps(spec, 2)
     if _TEMPLATE and _TEMPLATE[0] == key:
         return int(_TEMPLATE[1])
+    if key in _TEMPLATE_FAILED:
+        raise OSError(_TEMPLATE_FAILED[key])
     if _TEMPLATE:
         os.close(_TEMPLATE[1])
         del _TEMPLATE[:]
@@ -140,7 +143,9 @@ def template_namespace(spec: dict[str, Any]) -> int:
     try:
         answer = os.read(ready_r, 2000)
         if answer[:1] != b"1":
-            raise OSError(f"cannot build the template root: {answer[1:].decode('utf-8', 'replace') or 'no answer'}")
+            why = f"cannot build the template root: {answer[1:].decode('utf-8', 'replace') or 'no answer'}"
+            _TEMPLATE_FAILED[key] = why
+            raise OSError(why)
         fd = os.open(f"/proc/{builder}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(ready_r)
