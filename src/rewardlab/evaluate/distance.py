@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from rewardlab.normalize import average_ranks
+
 
 def _grouped(values_a: Sequence[float | None], values_b: Sequence[float | None],
              groups: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
@@ -59,21 +61,6 @@ def normalise(values: np.ndarray, *, eps: float = 1e-12) -> np.ndarray:
     return values / rms if rms > eps else np.zeros_like(values)
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share the mean rank)."""
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), dtype=np.float64)
-    sorted_values = values[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2.0
-        start = end + 1
-    return ranks
-
-
 def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
     """Pearson correlation, None when either side is constant."""
     a, b = a - a.mean(), b - b.mean()
@@ -106,7 +93,7 @@ def reward_distances(values_a: Sequence[float | None], values_b: Sequence[float 
     ca, cb = canonicalise(a, ids), canonicalise(b, ids)
     starc = 0.5 * float(np.sqrt(np.mean((normalise(ca) - normalise(cb)) ** 2)))
     rho = _pearson(ca, cb)
-    spearman = _pearson(_ranks(a), _ranks(b))
+    spearman = _pearson(average_ranks(a.tolist()), average_ranks(b.tolist()))
     return {"starc": min(max(starc, 0.0), 1.0),
             "epic": None if rho is None else math.sqrt(max(0.0, (1.0 - rho) / 2.0)),
             "spearman": spearman, "pairwise_agreement": _pairwise_agreement(a, b, ids), "counts": counts}
