@@ -34,7 +34,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                             "--data", "-d")
     cmd.add_argument("--format", dest="data_format", default="auto", choices=FORMATS,
                      help="row format (auto: detected from the first row; rewardbench = RewardBench v1 pairs, "
-                          "rewardbench2 = RewardBench 2 rows, also scored by the benchmark's own rules)")
+                          "rewardbench2 = RewardBench 2 rows, rmbench, judgebench, rmb, processbench, prmbench: "
+                          "those benchmarks' rows, each also scored by the benchmark's own rules)")
     cmd.add_argument("--split", default=None, metavar="NAME",
                      help="split of a Hub data set or saved DatasetDict (default: the benchmark's own: filtered "
                           "for allenai/reward-bench, test for allenai/reward-bench-2, else train)")
@@ -64,7 +65,7 @@ def results_table(result: dict[str, Any]) -> Table:
     rewards = result["rewards"]
     data = result["data"]
     title = f"rewardlab eval · {data.get('n_pairs', 0)} pairs"
-    if data.get("n_rewardbench2_rows"):
+    if data.get("n_rewardbench2_rows") and data.get("benchmark") == "rewardbench2":
         title = f"rewardlab eval · {data['n_rewardbench2_rows']} RewardBench 2 rows"
     table = Table(title=title)
     table.add_column("metric")
@@ -104,6 +105,11 @@ def results_table(result: dict[str, Any]) -> Table:
         table.add_section()
         for name in tables[0]:
             table.add_row(f"[bold]{escape(name)}[/]", *(_fmt(t.get(name)) for t in tables))
+    scored = [m.get("benchmark") for m in rewards.values()]  # RM-Bench, JudgeBench, RMB, ProcessBench, PRMBench
+    if scored and all(b is not None for b in scored):
+        table.add_section()
+        for k, (name, _) in enumerate(scored[0]["table"]):
+            table.add_row(f"[bold]{escape(name)}[/]", *(_fmt(b["table"][k][1]) for b in scored))
     return table
 
 

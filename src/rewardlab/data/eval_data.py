@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.data.benchmarks import (
+    BENCHMARK_FORMATS,
+    BenchmarkDataError,
+    benchmark_items,
+    dedupe_prmbench,
+    detect_benchmark_row,
+)
 from rewardlab.data.rewardbench import (
     FORMATS,
     RewardBench2Row,
@@ -102,7 +109,7 @@ def _detect_kind(rows: Iterable[tuple[str, Any]]) -> str:
     """The format of the first row that is a JSON object (`detect_row_format`), or 'pairs'."""
     for _, row in rows:
         if isinstance(row, Mapping):
-            return detect_row_format(row)
+            return detect_benchmark_row(row) or detect_row_format(row)
     return "pairs"
 
 
@@ -171,7 +178,7 @@ def _source_row(item: EvalItem) -> int | None:
 _SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")
 """Files that mark a `save_to_disk` folder (a `Dataset` or a `DatasetDict`)."""
 
-_SPECIAL_KINDS = ("best_of_n", "steps", "rewardbench", "rewardbench2")
+_SPECIAL_KINDS = ("best_of_n", "steps", "rewardbench", "rewardbench2", *BENCHMARK_FORMATS)
 
 
 def _pairs_from_rows(rows: list[tuple[str, Any]], data_format: str, label: str) -> tuple[list[EvalItem], Any]:
@@ -324,6 +331,8 @@ def _items_from_rows(
     pair rows go to `load_preferences` with the caller's `data_format` (so that `auto` still tells HH apart)."""
     if kind == "auto":
         kind = _detect_kind(row_source)
+    if kind in BENCHMARK_FORMATS:
+        return _benchmark_rows(row_source, kind), None, kind
     if kind in _SPECIAL_KINDS:
         return [_item_from_row(row, where, kind) for where, row in row_source], None, kind
     items, report = _pairs_from_rows(row_source, data_format, label)
@@ -342,9 +351,27 @@ def _saved_dataset_rows(path: Path, split: str | None) -> list[tuple[str, Any]]:
     return [(f"{path}[{i}]", dict(row)) for i, row in enumerate(loaded)]
 
 
+def _benchmark_rows(row_source: list[tuple[str, Any]], kind: str) -> list[EvalItem]:
+    """Rows of a benchmark of `rewardlab.data.benchmarks` → its items, each with its source row recorded."""
+    items: list[EvalItem] = []
+    for where, row in row_source:
+        if not isinstance(row, Mapping):
+            raise EvaluationDataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        try:
+            made = benchmark_items(kind, row, where)
+        except (BenchmarkDataError, ValueError) as error:
+            raise EvaluationDataError(str(error) if where in str(error) else f"{where}: {error}") from error
+        for item in made:
+            item.metadata["source_row"] = _row_number(where)
+        items.extend(made)
+    return dedupe_prmbench(items) if kind == "prmbench" else items
+
+
 def _benchmark_of(data: EvalData, kind: str, data_format: str) -> str | None:
     """'rewardbench2', 'rewardbench' or None: which benchmark's scoring the data gets (auto-detected v1 data is
-    pairs whose subsets are all RewardBench v1 subsets)."""
+    pairs whose subsets are all RewardBench v1 subsets); a format of `rewardlab.data.benchmarks` names itself."""
+    if kind in BENCHMARK_FORMATS:
+        return kind
     if data.rewardbench2:
         return "rewardbench2"
     if kind == "rewardbench":

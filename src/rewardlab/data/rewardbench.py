@@ -64,7 +64,8 @@ V2_TIES_SUBSET = "Ties"
 HUB_SPLITS = {"allenai/reward-bench": "filtered", "allenai/reward-bench-2": "test"}
 """The split each benchmark's own code evaluates."""
 
-FORMATS = ("auto", "pairs", "hh", "rated", "ranked", "best_of_n", "steps", "rewardbench", "rewardbench2")
+FORMATS = ("auto", "pairs", "hh", "rated", "ranked", "best_of_n", "steps", "rewardbench", "rewardbench2",
+           "rmbench", "judgebench", "rmb", "processbench", "prmbench")  # the last five: rewardlab.data.benchmarks
 """Evaluation-data formats `rewardlab eval --format` accepts (`auto` detects from the first row)."""
 
 

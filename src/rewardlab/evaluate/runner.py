@@ -15,6 +15,7 @@ from typing import Any
 
 from rewardlab.data.eval_data import EvalData, EvalItem, load_eval_data, load_subset_weights
 from rewardlab.data.rewardbench import RewardBench2Row
+from rewardlab.evaluate.benchmarks import benchmark_scores
 from rewardlab.evaluate.calibration import calibration_report
 from rewardlab.evaluate.metrics import (
     best_of_n_accuracy,
@@ -276,6 +277,7 @@ def evaluate_reward(
                               n_bins=n_bins),
         **_best_of_n_metrics(data, plan, values, seed),
         "process": _process_metrics(data, plan, scores, step_threshold),
+        "benchmark": benchmark_scores(data, plan, scores, pv.verdicts, step_threshold),  # RM-Bench, RMB, ...
         **_statistics(values, pv, scores),
     }
     std = metrics["statistics"]["all"]["std"]
@@ -423,7 +425,7 @@ def evaluate(
         with atomic_writer(out / "metrics.json") as handle:
             handle.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
         write_scores(out / "scores.jsonl", raws)
-        if eval_data.rewardbench2:
+        if eval_data.benchmark == "rewardbench2":
             write_rewardbench2_rows(out / "rewardbench2_rows.jsonl", eval_data.rewardbench2, raws)
         if report:
             from rewardlab.evaluate.report import write_report
