@@ -173,6 +173,18 @@ def prm_score(tp: int, fp: int, tn: int, fn: int) -> dict[str, Any]:
     return {"prm_score": score, "f1": f1, "negative_f1": negative_f1, "tp": tp, "fp": fp, "tn": tn, "fn": fn}
 
 
+PRMBENCH_GROUPS: dict[str, tuple[str, ...]] = {
+    "simplicity": ("redundency", "circular"),
+    "soundness": ("counterfactual", "step_contradiction", "domain_inconsistency", "confidence"),
+    "sensitivity": ("missing_condition", "deception", "multi_solutions"),
+}
+"""PRMBench's three groups of error categories (`classification_parallel_dict` in its `draw_radar.ipynb`); a group
+is the mean PRMScore of its categories."""
+
+PRMBENCH_POSITIVE_ONLY = frozenset({"multi_solutions", "correct"})
+"""Categories with no erroneous steps, scored by positive F1 alone (the benchmark does so for multi_solutions)."""
+
+
 def prmbench_scores(
     rows: Sequence[StepRow], step_scores: Sequence[Sequence[float] | None], threshold: float
 ) -> dict[str, Any]:
@@ -192,11 +204,15 @@ def prmbench_scores(
             tally[cell] += 1
             total[cell] += 1
     categories = {c: prm_score(*counts[c]) for c in sorted(counts)}
+    for c in PRMBENCH_POSITIVE_ONLY & set(categories):  # no erroneous steps: scored by positive F1 alone
+        categories[c]["prm_score"] = categories[c]["f1"]
+    groups = {g: _mean([categories[c]["prm_score"] for c in members if c in categories])
+              for g, members in PRMBENCH_GROUPS.items() if any(c in categories for c in members)}
     overall = prm_score(*total)
     table = [*((f"PRMBench {c}", s["prm_score"]) for c, s in categories.items()),
-             ("PRMBench PRMScore", overall["prm_score"])]
+             *((f"PRMBench {g}", v) for g, v in groups.items()), ("PRMBench PRMScore", overall["prm_score"])]
     return {"benchmark": "prmbench", "score": overall["prm_score"], **overall, "categories": categories,
-            "threshold": threshold, "n_rows": len(rows), "n_missing": missing, "table": table}
+            "groups": groups, "threshold": threshold, "n_rows": len(rows), "n_missing": missing, "table": table}
 
 
 def step_predictions(step_scores: Sequence[Sequence[float] | None], threshold: float) -> list[int | None]:
