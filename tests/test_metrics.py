@@ -18,14 +18,12 @@ from rewardlab.evaluate.calibration import (
     reliability_bins,
 )
 from rewardlab.evaluate.metrics import (
-    average_ranks,
     best_of_n_accuracy,
     length_bias,
     pairwise_accuracy,
     position_consistency,
     reward_statistics,
     section_scores,
-    spearman,
     subset_accuracy,
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
@@ -39,6 +37,7 @@ from rewardlab.evaluate.robustness import (
     polite_suffix,
     whitespace,
 )
+from rewardlab.normalize import average_ranks, spearman
 from rewardlab.types import StepRow
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)

@@ -1,6 +1,7 @@
 """Normalisers and ranks as pure functions over lists of values, `None` meaning "no value".
 
-Batch z-score, group normalisation (GRPO advantages), average ranks, rank scaling and clipping. Nothing of
+Batch z-score, group normalisation (GRPO advantages), average ranks (and Spearman's rho on them), rank scaling
+and clipping. Nothing of
 rewardlab's is imported here: `compose` wraps these as `Reward`s, `integrations.advantages` and `evaluate`
 call them directly.
 """
@@ -12,7 +13,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-__all__ = ["average_ranks", "clip", "group_normalize", "rank_normalize", "zscore"]
+__all__ = ["average_ranks", "clip", "group_normalize", "rank_normalize", "spearman", "zscore"]
 
 
 
@@ -91,6 +92,21 @@ def average_ranks(values: Sequence[float]) -> np.ndarray:
         ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
         i = j + 1
     return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation (Pearson on average ranks); `None` when either side is constant or n < 2."""
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} values but y has {len(y)}")
+    if len(x) < 2:
+        return None
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    denom = math.sqrt(float((rx * rx).sum()) * float((ry * ry).sum()))
+    if denom == 0.0:
+        return None
+    return float((rx * ry).sum() / denom)
 
 
 def rank_normalize(values: Sequence[float | None]) -> list[float | None]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rewardlab.normalize import average_ranks
+from rewardlab.normalize import spearman
 
 MaybeFloat = float | None
 
@@ -171,21 +171,6 @@ def best_of_n_accuracy(chosen: Sequence[MaybeFloat], rejected: Sequence[Sequence
         n_missing=len(chosen) - scored,
         chance=chance / scored if scored else None,
     )
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (Pearson on average ranks); `None` when either side is constant or n < 2."""
-    if len(x) != len(y):
-        raise ValueError(f"x has {len(x)} values but y has {len(y)}")
-    if len(x) < 2:
-        return None
-    rx, ry = average_ranks(x), average_ranks(y)
-    rx -= rx.mean()
-    ry -= ry.mean()
-    denom = math.sqrt(float((rx * rx).sum()) * float((ry * ry).sum()))
-    if denom == 0.0:
-        return None
-    return float((rx * ry).sum() / denom)
 
 
 def length_bias(

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from rewardlab.evaluate.metrics import spearman
 from rewardlab.evaluate.training_log import (
     TrainingLog,
     completion_lengths,
@@ -34,6 +33,7 @@ from rewardlab.evaluate.training_log import (
     finite,
     read_training_log,
 )
+from rewardlab.normalize import spearman
 from rewardlab.select.curves import best_of_n_kl, expected_best_of_n
 from rewardlab.types import Sample, Score
 
