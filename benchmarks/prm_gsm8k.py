@@ -1,7 +1,10 @@
 """A PRM trained on GSM8K-derived step labels locates the first wrong step on held-out corrupted solutions.
 
-Run: `.venv/bin/python benchmarks/prm_gsm8k.py [--train-problems 600] [--eval-problems 200] [--steps 400]` (~10 min
-on 2 busy CPU cores).
+Run: `.venv/bin/python benchmarks/prm_gsm8k.py [--train-problems 600] [--eval-problems 200] [--steps 400]`.
+Speed: wall and CPU seconds (all threads) of the training loop, on the CPU `benchmarks/_machine.py` describes; model
+FLOPs = 6 x the matmul parameters (all but the embedding tables) x the real tokens trained, and their utilisation of
+the fp32 and bf16 one-thread matmul peaks per CPU second (`train_vs_trl.cpu_matmul_peak`); the trainer's engine
+(optimizer, attention kernel, precision) is recorded beside them.
 Writes benchmarks/results/prm_gsm8k.json and prints a table.
 
 Data: the GSM8K train solutions in ../shared/data/gsm8k-train.jsonl.gz (one step per line). Problems are split
@@ -28,6 +31,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 DATA = ROOT.parent / "shared" / "data" / "gsm8k-train.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results" / "prm_gsm8k.json"
 
@@ -82,8 +86,10 @@ def main() -> int:
                          freeze_layers=args.freeze_layers,
                          eval_split=0.0, seed=args.seed, log_every=10, save_every=0, warmup_ratio=0.05,
                          after_first_error="ignore")
+    cpu_started = time.process_time()
     result = train_reward_model(config, steps=train_rows, quiet=True)
     train_seconds = time.perf_counter() - started
+    command_cpu_seconds = time.process_time() - cpu_started
 
     reward = rewardlab.load(f"prm:{args.output}")
     scored_at = time.perf_counter()
@@ -129,8 +135,27 @@ def main() -> int:
         "bad_step_rate": base_rate,
         "n_missing": measured["n_missing"],
     }
+    from _machine import describe, utilisation
+    from rewardlab.models.prm import PRMModel
+    from train_vs_trl import cpu_matmul_peak, cpu_utilisation
+
+    m = result.metrics
+    peaks = cpu_matmul_peak()
+    prm = PRMModel.from_pretrained(args.output)
+    tables = {id(t.weight) for t in prm.modules() if type(t).__name__ == "Embedding"}
+    matmul_parameters = sum(p.numel() for p in prm.parameters() if id(p) not in tables)
+    flops = 6.0 * matmul_parameters * m["train_tokens"]
+    speed = {"measured_on": describe() + "; measured with other work running on the machine",
+             "train_loop_seconds": m["train_seconds"], "train_loop_cpu_seconds": m["train_cpu_seconds"],
+             "command_cpu_seconds": command_cpu_seconds, "train_tokens": m["train_tokens"],
+             "train_padded_tokens": m["train_padded_tokens"], "matmul_parameters": matmul_parameters,
+             "optimizer": m["optimizer"], "attention": m["attention"], "precision": m["precision"],
+             "utilisation_fp32_wall": utilisation(flops, m["train_seconds"], "fp32", "all"),
+             "cpu_matmul_peak_gflops_per_cpu_s": peaks,
+             **cpu_utilisation(flops, m["train_cpu_seconds"], peaks)}
     out = {
         "figures": figures,
+        "speed": speed,
         "sizes": {"train_problems": len(train_src), "train_rows": len(train_rows), "eval_problems": len(eval_src),
                   "val_problems": len(val_src),
                   "eval_rows": len(eval_rows), "eval_erroneous": measured["n_erroneous"],
@@ -158,7 +183,9 @@ def main() -> int:
     table.add_row("accuracy on erroneous / correct", f"{figures['accuracy_erroneous']:.3f} / "
                   f"{figures['accuracy_correct']:.3f}", "")
     Console().print(table)
-    print(f"trained {args.steps} steps in {train_seconds:.0f} s; wrote {RESULTS}")
+    print(f"trained {args.steps} steps in {train_seconds:.0f} s ({m['train_cpu_seconds']:.0f} CPU-s in the loop, "
+          f"{speed['utilisation_fp32_per_cpu_s']:.0%} of fp32 / {speed['utilisation_bf16_per_cpu_s']:.0%} of "
+          f"bf16 peak per CPU-s); {speed['measured_on']}; wrote {RESULTS}")
     return 0
 
 

@@ -20,7 +20,17 @@ TRL drops every pair with a side longer than `max_length`; rewardlab truncates t
 every pair. Held-out accuracy is reported on all 300 held-out pairs for both (TRL's model scoring left-truncated
 texts, as its training never saw the dropped long pairs), plus TRL's own `evaluate()` on the pairs it keeps.
 
-Run: .venv/bin/python benchmarks/train_vs_trl.py [--train-rows N] [--eval-rows N] [--skip-trl]
+Speed on a shared machine: both trainers run in this one process, one after the other, on the same torch threads,
+and each reports wall seconds and the CPU seconds (all threads) of its training loop; the CPU figures are what
+other jobs' load changes least. Model FLOPs: 6 x the matmul parameters x the real (non-padding) tokens trained, for
+forward and backward (Kaplan et al. 2020), where the matmul parameters are every weight but the embedding tables
+(a lookup does no multiply; MiniLM: 10.8 M of 22.7 M); the attention-score products (4 x layers x length x width
+per token, +7 % at 128 tokens) are not counted. Utilisation = those FLOPs per second over this machine's measured
+matmul peak (benchmarks/_machine.py), fp32 and bf16, per wall second on the threads used and per CPU second
+against one thread's peak. `--profile-steps N` profiles N steps of rewardlab's engine and of the engine as it was
+before (per-tensor AdamW loop, the fused attention kernel under bf16), in the same process: seconds per phase.
+
+Run: .venv/bin/python benchmarks/train_vs_trl.py [--train-rows N] [--eval-rows N] [--skip-trl] [--profile-steps N]
 Writes benchmarks/results/train_vs_trl.json and prints a table.
 """
 
@@ -38,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results" / "train_vs_trl.json"
 
@@ -57,11 +68,96 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 # the work both trainers do (rewardlab's names; TRL gets the same values)
 EQUAL_WORK: dict[str, Any] = {"backbone": "minilm", "pooling": "cls", "freeze_layers": 0, "freeze_embeddings": False,
                               "epochs": 1.0, "lr": 5e-5, "batch_size": 16, "max_length": 128, "seed": 0,
-                              "scheduler": "cosine", "warmup_ratio": 0.1, "weight_decay": 0.0}
+                              "scheduler": "cosine", "warmup_ratio": 0.1, "weight_decay": 0.0, "precision": "bf16"}
 
 
 def trainable_parameters(model: Any) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def matmul_parameters(model: Any) -> int:
+    """Parameters that multiply activations: every one but the embedding tables."""
+    import torch
+
+    tables = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
+
+
+def speed_figures(result: dict[str, Any], dtype: str, threads: int) -> dict[str, float]:
+    """Model FLOPs of the run's training and their utilisation of this machine's fp32 (and bf16) matmul peak."""
+    from _machine import threads_label, utilisation
+
+    flops = 6.0 * result["matmul_parameters"] * result["train_tokens"]
+    out = {"model_tflops": flops / 1e12, "tokens_per_cpu_s": result["train_tokens"] / result["train_cpu_seconds"],
+           "pairs_per_cpu_s": result["pairs_used"] * EQUAL_WORK["epochs"] / result["train_cpu_seconds"]}
+    for peak in ("fp32", dtype):
+        out[f"utilisation_{peak}_wall"] = utilisation(flops, result["train_seconds"], peak, threads_label(threads))
+        out[f"utilisation_{peak}_cpu"] = utilisation(flops, result["train_cpu_seconds"], peak, "1")
+    return out
+
+
+def rescore(report: dict[str, Any]) -> dict[str, Any]:
+    """Add the per-CPU-second matmul peak measured now and each run's utilisation of it to `report`."""
+    peaks = cpu_matmul_peak()
+    report["cpu_matmul_peak_gflops_per_cpu_s"] = peaks
+    for result in report["results"]:
+        flops = 6.0 * result["matmul_parameters"] * result["train_tokens"]
+        result.update(cpu_utilisation(flops, result["train_cpu_seconds"], peaks))
+    return report
+
+
+def cpu_matmul_peak(size: int = 1024, repeats: int = 6) -> dict[str, float]:
+    """GFLOP per CPU second of a square fp32 and bf16 matmul on one thread (best of `repeats`): a peak in the same
+    unit as the runs' CPU seconds, which other jobs' load changes little (the recorded peak is per wall second)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out: dict[str, float] = {}
+    try:
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+            torch.mm(a, b)
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.process_time()
+                torch.mm(a, b)
+                best = min(best, time.process_time() - start)
+            out[name] = 2 * size**3 / best / 1e9
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def cpu_utilisation(flops: float, cpu_seconds: float, peaks: dict[str, float]) -> dict[str, float]:
+    """Model FLOPs per CPU second over each one-thread peak of `cpu_matmul_peak`."""
+    return {f"utilisation_{name}_per_cpu_s": flops / cpu_seconds / (gflops * 1e9) for name, gflops in peaks.items()}
+
+
+def profile_engine(train_path: Path, eval_path: Path, output: Path, threads: int, recipe: dict[str, Any],
+                   steps: int) -> dict[str, Any]:
+    """Seconds per phase of `steps` steps of the engine now and as it was before (same data, same process)."""
+    from rewardlab.train import TrainConfig
+    from rewardlab.train.engine import profile_steps
+    from rewardlab.train.trainer import RewardTrainer
+
+    profiles: dict[str, Any] = {}
+    for name, engine in (("before", {"optimizer": "for-loop", "attention": "sdpa"}), ("now", {})):
+        config = TrainConfig(data=str(train_path), eval_data=str(eval_path), output=str(output / name),
+                             num_threads=threads, save_every=0, **recipe, **engine)
+        trainer = RewardTrainer(config)
+        trainer.setup()
+        trainer.step()  # warm-up
+        tables = sum(m.weight.numel() for m in trainer.model.modules() if type(m).__name__ == "Embedding")
+        cpu = time.process_time()
+        profiles[name] = profile_steps(trainer.step, steps, embedding_share=tables / trainer.trainable)
+        profiles[name].update(cpu_s_per_step=(time.process_time() - cpu) / steps, optimizer=trainer.optimizer_kind,
+                              attention=trainer.attention, precision=trainer.precision,
+                              padded_token_fraction=1 - trainer.tokens[0] / max(1, trainer.tokens[1]))
+        trainer.close()
+        print(json.dumps({name: profiles[name]}), file=sys.stderr, flush=True)
+    profiles["cpu_speedup"] = profiles["before"]["cpu_s_per_step"] / profiles["now"]["cpu_s_per_step"]
+    return profiles
 
 
 def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int, recipe: dict[str, Any]
@@ -76,10 +172,17 @@ def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int,
     result = train_reward_model(config, quiet=True)
     wall = time.perf_counter() - start
     m = result.metrics
+    model = load_reward_model(result.output_dir)[0]
     return {
         "trainer": "rewardlab",
         "wall_seconds": wall,
         "train_seconds": m["train_seconds"],
+        "train_cpu_seconds": m["train_cpu_seconds"],
+        "train_tokens": m["train_tokens"],
+        "train_padded_tokens": m["train_padded_tokens"],
+        "optimizer": m["optimizer"],
+        "attention": m["attention"],
+        "matmul_parameters": matmul_parameters(model),
         "pairs_per_s": m["train_pairs_per_s"],
         "pairs_used": m["pairs_used"],
         "pairs_truncated": m["truncated_train_pairs"],
@@ -89,7 +192,7 @@ def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int,
         "eval_pairs": m["eval_pairs"],
         "bf16": m["bf16"],
         "trainable_parameters": m.get("trainable_parameters"),
-        "saved_model_parameters": sum(p.numel() for p in load_reward_model(result.output_dir)[0].parameters()),
+        "saved_model_parameters": sum(p.numel() for p in model.parameters()),
     }
 
 
@@ -141,9 +244,11 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
                             processing_class=tokenizer)
     used = len(trainer.train_dataset)
     trainable = trainable_parameters(trainer.model)
-    train_start = time.perf_counter()
+    train_start, cpu_start = time.perf_counter(), time.process_time()
     trainer.train()
-    train_seconds = time.perf_counter() - train_start
+    train_seconds, cpu_seconds = time.perf_counter() - train_start, time.process_time() - cpu_start
+    kept = trainer.train_dataset
+    tokens = sum(len(ids) for ids in kept["chosen_ids"]) + sum(len(ids) for ids in kept["rejected_ids"])
     own_eval = trainer.evaluate()
     accuracy = trl_accuracy(trainer.model, tokenizer, eval_rows, max_length)
     wall = time.perf_counter() - start
@@ -152,6 +257,11 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
         "trl_version": __import__("trl").__version__,
         "wall_seconds": wall,
         "train_seconds": train_seconds,
+        "train_cpu_seconds": cpu_seconds,
+        "train_tokens": int(tokens * epochs),
+        "optimizer": type(trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer")
+                          else trainer.optimizer).__name__ + " (TRL default: foreach)",
+        "matmul_parameters": matmul_parameters(trainer.model),
         "pairs_per_s": used * epochs / train_seconds,
         "pairs_used": used,
         "pairs_truncated": 0,
@@ -172,7 +282,14 @@ def main() -> int:
     parser.add_argument("--eval-rows", type=int, default=300)
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: free cores)")
+    parser.add_argument("--profile-steps", type=int, default=3, help="steps profiled per engine (0 = none)")
+    parser.add_argument("--rescore", action="store_true",
+                        help="only measure the per-CPU-second peak and add utilisation to the results file")
     args = parser.parse_args()
+    if args.rescore:
+        RESULTS.write_text(json.dumps(rescore(json.loads(RESULTS.read_text(encoding="utf-8"))), indent=2) + "\n",
+                           encoding="utf-8")
+        return 0
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)", file=sys.stderr)
         return 0
@@ -186,13 +303,23 @@ def main() -> int:
         folder = Path(tmp)
         train_path = write_rows(folder / "train.jsonl", train_rows)
         eval_path = write_rows(folder / "eval.jsonl", eval_rows)
+        profile = profile_engine(train_path, eval_path, folder / "profile", threads, EQUAL_WORK,
+                                 args.profile_steps) if args.profile_steps > 0 else None
         results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, EQUAL_WORK))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         if not args.skip_trl:
             results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, EQUAL_WORK))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    from _machine import describe, peak
+
+    for result in results:
+        result.update(speed_figures(result, "bf16", threads))
     report = {
         "benchmark": "train_vs_trl",
+        "measured_on": describe() + "; measured with other work running on the machine",
+        "machine_peak_gflops": peak()["gflops"],
+        "flops_count": "6 x matmul parameters (all but embedding tables) x real tokens trained",
+        "profile": profile,
         "data": "hh-rlhf-harmless-1800.jsonl.gz",
         "train_rows": len(train_rows),
         "eval_rows": len(eval_rows),
@@ -201,18 +328,32 @@ def main() -> int:
         "results": results,
     }
     if len(results) == 2:
-        report["speedup_pairs_per_s"] = results[0]["pairs_per_s"] / results[1]["pairs_per_s"]
+        ours, trl = results
+        report["speedup_pairs_per_s"] = ours["pairs_per_s"] / trl["pairs_per_s"]
+        report["speedup_pairs_per_cpu_s"] = ours["pairs_per_cpu_s"] / trl["pairs_per_cpu_s"]
+        report["speedup_tokens_per_cpu_s"] = ours["tokens_per_cpu_s"] / trl["tokens_per_cpu_s"]
+    rescore(report)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    header = (f"{'trainer':<10} {'trainable':>11} {'wall s':>8} {'train s':>8} {'pairs/s':>8} {'used':>6} "
-              f"{'dropped':>8} {'held-out acc':>13}")
+    print(report["measured_on"])
+    header = (f"{'trainer':<10} {'trainable':>11} {'train s':>8} {'cpu s':>7} {'pairs/s':>8} {'pairs/cpu-s':>11} "
+              f"{'used':>5} {'dropped':>7} {'fp32 util':>9} {'bf16 util':>9} {'held-out acc':>12}")
     print(header)
     for r in results:
-        print(f"{r['trainer']:<10} {r['trainable_parameters'] or 0:>11,} {r['wall_seconds']:>8.1f} "
-              f"{r['train_seconds']:>8.1f} {r['pairs_per_s']:>8.2f} {r['pairs_used']:>6} {r['pairs_dropped']:>8} "
-              f"{r['eval_accuracy_all_pairs']:>13.4f}")
+        print(f"{r['trainer']:<10} {r['trainable_parameters'] or 0:>11,} {r['train_seconds']:>8.1f} "
+              f"{r['train_cpu_seconds']:>7.1f} {r['pairs_per_s']:>8.2f} {r['pairs_per_cpu_s']:>11.2f} "
+              f"{r['pairs_used']:>5} {r['pairs_dropped']:>7} {r['utilisation_fp32_per_cpu_s']:>9.1%} "
+              f"{r['utilisation_bf16_per_cpu_s']:>9.1%} {r['eval_accuracy_all_pairs']:>12.4f}")
+    print("utilisation: model FLOPs per CPU second over one thread's matmul peak per CPU second (measured here)")
     if "speedup_pairs_per_s" in report:
-        print(f"speed-up (pairs/s): {report['speedup_pairs_per_s']:.2f}x")
+        print(f"rewardlab / TRL: pairs/s {report['speedup_pairs_per_s']:.2f}x, pairs per CPU-s "
+              f"{report['speedup_pairs_per_cpu_s']:.2f}x, tokens per CPU-s {report['speedup_tokens_per_cpu_s']:.2f}x")
+    if profile:
+        for name in ("before", "now"):
+            phases = ", ".join(f"{k} {v:.0%}" for k, v in profile[name]["phase_fractions"].items())
+            print(f"profile {name}: {profile[name]['cpu_s_per_step']:.2f} CPU-s/step ({phases}; embedding "
+                  f"{profile[name]['embedding_s_per_step'] / profile[name]['wall_s_per_step']:.0%})")
+        print(f"engine now vs before: {profile['cpu_speedup']:.2f}x CPU-s per step")
     print(f"written to {RESULTS}")
     return 0
 
