@@ -112,7 +112,10 @@ def rollout_of(row: Mapping[str, Any], fmt: str, *, stored_field: str | None = N
 
 def _rows(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as error:
+            raise ValueError(f"{path}: reading TRL's .parquet logs needs pyarrow (pip install pyarrow)") from error
 
         for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
             yield number, row, None
