@@ -7,8 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from rewardlab.data.benchmarks import detect_benchmark_row
 from rewardlab.data.eval_data import EvaluationDataError, load_eval_data
 from rewardlab.data.rewardbench import RewardBench2Row
+from rewardlab.evaluate import evaluate
 from rewardlab.evaluate.benchmarks import (
     judgebench_scores,
     prm_score,
@@ -25,7 +27,9 @@ from rewardlab.evaluate.benchmarks import (
     rmb_scores,
     rmbench_scores,
 )
-from rewardlab.types import PreferencePair, RankedResponses, StepRow
+from rewardlab.runtime import batch_reward, reward
+from rewardlab.runtime.function import BatchFunctionReward
+from rewardlab.types import PreferencePair, Prompt, RankedResponses, Sample, Score, StepRow
 
 
 def words(n: int, tag: str) -> str:
@@ -179,6 +183,57 @@ def test_rows_of_other_formats_are_not_taken_for_a_benchmark() -> None:
     assert detect_benchmark_row({"prompt": "p", "chosen": "a", "rejected": "b"}) is None
     assert detect_benchmark_row({"prompt": "p", "steps": ["a"], "label": 0}) is None
     assert detect_benchmark_row({"prompt": "p", "chosen": ["a"], "rejected": ["b"], "subset": "Math"}) is None
+
+
+# ---------------------------------------------------------------- through evaluate, with real step and pairwise rewards
+@reward
+def step_checker(sample: Sample) -> Score:
+    """One score per step: 0 for a step that says "wrong", else 1."""
+    steps = [0.0 if "wrong" in step else 1.0 for step in sample.steps or []]
+    return Score(value=min(steps) if steps else None, steps=steps)
+
+
+def test_processbench_through_evaluate() -> None:
+    rows = [{"id": f"{subset}-{i}", "generator": "g", "problem": "p", "steps": steps, "final_answer_correct": label < 0,
+             "label": label} for i, (subset, steps, label) in enumerate([
+                 ("gsm8k", ["2+2", "=4"], -1), ("gsm8k", ["2+3", "=6 wrong", "so 6"], 1),
+                 ("math", ["3+3 wrong", "=6"], 1), ("math", ["a", "b"], -1)])]
+    result = evaluate([step_checker], rows, robustness_pairs=0)
+    # gsm8k: both right → F1 1; math: the erroneous row is flagged at step 0, not 1 → accuracy 0 → F1 0
+    assert {n: s["f1"] for n, s in result["benchmark"]["subsets"].items()} == {"gsm8k": 1.0, "math": 0.0}
+    assert result["benchmark"]["score"] == 0.5
+    assert result["process"]["f1"] == pytest.approx(2 / 3)  # pooled, rewardlab's own first-error F1
+
+
+def test_prmbench_through_evaluate() -> None:
+    rows = [{"idx": "1", "modified_question": "q", "modified_process": ["ok", "wrong a", "wrong b"],
+             "error_steps": [2], "classification": "circular"}]
+    # steps judged [valid, invalid, invalid] against errors {1}: TP 1, TN 1, FN 1 → F1 2/3 both ways
+    result = evaluate([step_checker], rows, robustness_pairs=0)
+    assert (result["benchmark"]["tp"], result["benchmark"]["tn"], result["benchmark"]["fn"]) == (1, 1, 1)
+    assert result["benchmark"]["score"] == pytest.approx(2 / 3)
+
+
+class FirstShownJudge:
+    """A real pairwise judge with total position bias: the response shown first always wins."""
+
+    name = "first_shown_judge"
+
+    def compare_pairs(self, items: Sequence[tuple[Prompt, str, str]]) -> list[float | None]:
+        return [1.0 for _ in items]
+
+
+def test_judgebench_position_bias_scores_nothing() -> None:
+    def lengths(samples: list[Sample]) -> list[float]:
+        return [float(len(s.response)) for s in samples]
+
+    by_length = cast(BatchFunctionReward, batch_reward(lengths))
+    cast(Any, by_length).compare_pairs = FirstShownJudge().compare_pairs  # a pointwise reward that also judges pairs
+    rows = [{"pair_id": "1", "source": "mmlu-pro-math", "question": "q", "response_A": "long answer",
+             "response_B": "short", "label": "A>B"}]
+    judged = evaluate([by_length], rows, robustness_pairs=0)["benchmark"]
+    assert (judged["score"], judged["n_inconsistent"], judged["both_orders"]) == (0.0, 1, "verdicts")
+    assert evaluate(["length"], rows, robustness_pairs=0)["benchmark"]["score"] == 1.0
 
 
 # ---------------------------------------------------------------- the CLI, one run per format
