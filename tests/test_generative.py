@@ -209,3 +209,25 @@ def test_verdict_reward_pays_the_right_verdict_and_a_little_for_the_format() -> 
     assert yes_no[0].value == 1.0
     with pytest.raises(ValueError, match="format_weight must be in"):
         VerdictReward(format_weight=1.0)
+
+
+def test_the_cli_trains_a_judge_that_loads_as_judge_path(lm: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from rewardlab.cli import main
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}) + "\n"
+                            for p in PAIRS), encoding="utf-8")
+    out = tmp_path / "judge"
+    assert main(["train", "--objective", "generative", "--backbone", lm, "--data", str(data), "--output", str(out),
+                 "--max-steps", "2", "--batch-size", "2", "--max-length", "512", "--freeze-layers", "0",
+                 "--eval-split", "0.34", "--quiet"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["objective"] == "generative" and metrics["pairs_used"] == 8  # 4 training pairs, both orders
+    assert metrics["eval_pairs"] == 4  # 2 held-out pairs, both orders
+    value = PairwiseJudge(str(out), mode="pairwise", scoring="logits").compare_pairs([("q", "good", "bad")])[0]
+    assert value is not None and 0.0 <= value <= 1.0
+    assert main(["train", "--data", str(data), "--output", str(tmp_path / "rm"), "--teacher", lm]) == 1
+    assert "--teacher applies to --objective generative" in "".join(capsys.readouterr())
