@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rewardlab.machine import THREADS, MachinePeak, cpu_info, take_measurement
 
 RESULTS = Path(__file__).resolve().parent / "results" / "machine_peak.json"
-NOTE = "measured with other work running on the machine; best of a few timed runs"
+NOTE = ("measured with other work running on the machine; best of a few timed runs, each figure the highest of "
+        "`runs` measurements of this CPU")
 
 
 def _same_cpu(recorded: dict[str, Any]) -> bool:
@@ -27,12 +30,23 @@ def _same_cpu(recorded: dict[str, Any]) -> bool:
 
 
 def measure_and_write(path: Path | None = None) -> MachinePeak:
-    """Measure this machine now and write the result to `path` (JSON; default benchmarks/results/machine_peak.json)."""
+    """Measure this machine now and write the result to `path` (JSON; default benchmarks/results/machine_peak.json).
+
+    A peak is the best this CPU has shown: where `path` holds an earlier measurement of the same CPU, each figure
+    kept is the higher of the two (a shared machine measures low while other work runs), and `runs` counts them."""
     measured = take_measurement()
     path = RESULTS if path is None else path
+    runs = 1
+    if path.is_file():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if _same_cpu(recorded):
+            before = MachinePeak.from_dict(recorded)
+            gflops = {d: {t: max(v, before.gflops[d][t]) for t, v in row.items()} for d, row in measured.gflops.items()}
+            runs = int(recorded.get("runs", 1)) + 1
+            measured = replace(measured, gflops=gflops, bandwidth_gbs=max(measured.bandwidth_gbs, before.bandwidth_gbs))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**measured.to_dict(), "note": NOTE}, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({**measured.to_dict(), "runs": runs, "note": NOTE}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return measured
 
@@ -76,3 +90,78 @@ def describe() -> str:
 def threads_label(threads: int) -> str:
     """The `threads` key ("1" or "all") whose peak a run on `threads` torch threads is measured against."""
     return "1" if threads == 1 else "all"
+
+
+def matmul_params(model: Any) -> int:
+    """Parameters that take part in matmuls: all of a torch module's, less its embedding tables (the count that
+    model FLOPs = 2 * parameters * tokens uses, as Kaplan et al. 2020 count non-embedding parameters)."""
+    import torch
+
+    embedded = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embedded)
+
+
+def forward_flops(params: int, tokens: int) -> float:
+    """Model FLOPs of a forward pass over `tokens` real (unpadded) tokens: 2 * params * tokens."""
+    return 2.0 * params * tokens
+
+
+def training_flops(params: int, tokens: int) -> float:
+    """Model FLOPs of a training step (forward + backward) over `tokens` tokens: 6 * params * tokens."""
+    return 6.0 * params * tokens
+
+
+def encoded_tokens(tokenizer: Any, samples: Any, max_length: int) -> int:
+    """Real tokens the reward models see for `samples` (each encoded as `rm:` encodes it, cut to `max_length`)."""
+    from rewardlab.data.encoding import encode_sample
+
+    return sum(len(encode_sample(tokenizer, s.prompt, s.response, max_length=max_length).input_ids)
+               for s in samples)
+
+
+def utilisation_fields(flops: float, seconds: float, dtype: str = "fp32", threads: str = "all") -> dict[str, Any]:
+    """What a results JSON records beside a speed: the model FLOPs, the utilisation and the peak it is against."""
+    return {"model_flops": flops, "utilisation": utilisation(flops, seconds, dtype, threads),
+            "utilisation_against": f"{dtype} matmul peak, {threads} thread(s)"}
+
+
+def percent(fraction: float) -> str:
+    """A utilisation as a table cell: '12.3 %'."""
+    return f"{100 * fraction:.1f} %"
+
+
+def machine_record() -> dict[str, Any]:
+    """The machine line every results JSON carries (CPU class, bf16, the measured peaks)."""
+    return {"machine_peak": describe(), "machine_peak_file": "benchmarks/results/machine_peak.json"}
+
+
+def _cpu_seconds(children: bool) -> float:
+    """This process's CPU seconds (all threads), plus its exited and reaped children's when `children`."""
+    import resource
+
+    spent = time.process_time()
+    if children:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent += usage.ru_utime + usage.ru_stime
+    return spent
+
+
+class Stopwatch:
+    """Wall seconds and CPU seconds (this process's threads; with `children`, also its child processes once they
+    have exited) since it was made."""
+
+    def __init__(self, children: bool = False) -> None:
+        self.children = children
+        self.wall_start, self.cpu_start = time.perf_counter(), _cpu_seconds(children)
+        self.wall, self.cpu = 0.0, 0.0
+
+    def stop(self) -> float:
+        """Record the wall and CPU seconds so far; returns the wall seconds."""
+        self.wall = time.perf_counter() - self.wall_start
+        self.cpu = _cpu_seconds(self.children) - self.cpu_start
+        return self.wall
+
+    @property
+    def busy(self) -> float:
+        """`cpu_busy` of what was recorded at `stop()`."""
+        return cpu_busy(self.cpu, self.wall) if self.wall > 0 else 0.0

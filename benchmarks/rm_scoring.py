@@ -10,6 +10,9 @@ included in every row):
 - `rm: fp32` / `rm: bf16`: `rewardlab.load("rm:...")` (length-sorted batches bounded by a token budget), the
   last row with the backbone's weights loaded in bfloat16 too (`torch_dtype="bfloat16"`).
 Pairwise verdicts (chosen scored above rejected) are compared with HF fp32's.
+Utilisation (beside the ratio to HF fp32): model FLOPs = 2 * non-embedding parameters * real (unpadded) tokens
+scored, per second, over this machine's measured matmul peak (benchmarks/_machine.py; bf16 rows against the bf16
+peak, fp32 rows against fp32's, at the thread count used).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 import rewardlab
+from _machine import forward_flops, machine_record, matmul_params, percent, threads_label, utilisation_fields
 from rewardlab.data.encoding import collate_token_ids, encode_sample
 from rewardlab.data.preference import load_preferences
 from rewardlab.models import RewardModel
@@ -81,7 +85,8 @@ def main() -> None:
             for i in range(0, len(encoded), 16):
                 chunk = encoded[i : i + 16]
                 batch = collate_token_ids([e.input_ids for e in chunk], tokenizer.pad_token_id,  # type: ignore[attr-defined]
-                                          token_type_ids=[e.token_type_ids for e in chunk] if segments else None)
+                                          token_type_ids=[e.token_type_ids for e in chunk]  # type: ignore[attr-defined]
+                                          if segments else None)
                 logits = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                             token_type_ids=batch.token_type_ids).logits
                 out.extend(logits[:, 0].float().tolist())
@@ -123,7 +128,8 @@ def main() -> None:
     lengths = [len(e.input_ids) for e in encode()]  # type: ignore[attr-defined]
     table = Table(title=f"rm: scoring, MiniLM-L6, {len(samples)} HH-RLHF texts ({len(pairs)} pairs), max_length "
                         f"{args.max_length}, {args.threads} threads, best of {args.repeats}")
-    for column in ("mode", "seconds", "texts/s", "x HF fp32", "verdicts = HF fp32", "max |diff|"):
+    flops = forward_flops(matmul_params(hf), sum(lengths))
+    for column in ("mode", "seconds", "texts/s", "x HF fp32", "utilisation", "verdicts = HF fp32", "max |diff|"):
         table.add_column(column)
     results = []
     for name, _ in modes:
@@ -131,18 +137,21 @@ def main() -> None:
         agree = sum(a == b for a, b in zip(verdicts(scores[name]), base_verdicts, strict=True)) / len(base_verdicts)
         diff = max(abs(a - b) for a, b in zip(scores[name], base, strict=True))
         speed = len(samples) / seconds
+        used = utilisation_fields(flops, seconds, "bf16" if "bf16" in name else "fp32", threads_label(args.threads))
         table.add_row(name, f"{seconds:.2f}", f"{speed:.1f}", f"{timings[base_name] / seconds:.2f}",
-                      f"{100 * agree:.1f} %", f"{diff:.1e}")
-        results.append({"mode": name, "seconds": seconds, "texts_per_s": speed,
+                      percent(used["utilisation"]), f"{100 * agree:.1f} %", f"{diff:.1e}")
+        results.append({"mode": name, "seconds": seconds, "texts_per_s": speed, **used,
                         "speedup_vs_hf_fp32": timings[base_name] / seconds, "verdict_agreement_vs_hf_fp32": agree,
                         "max_abs_diff_vs_hf_fp32": diff})
     Console().print(table)
+    Console().print(machine_record()["machine_peak"], highlight=False)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "model": str(args.model) if args.model is not None else "MiniLM-L6 + random head (seed 0, std 1)",
         "texts": len(samples), "pairs": len(pairs), "max_length": args.max_length, "threads": args.threads,
         "repeats": args.repeats, "mean_tokens": sum(lengths) / len(lengths),
         "machine": platform.processor() or platform.machine(), "torch": torch.__version__, "results": results,
+        **machine_record(),
     }, indent=2) + "\n")
 
 

@@ -11,6 +11,9 @@ HH-RLHF dialogues three ways:
 - (c) offline: `reward.score` over all samples in batches of 64, in this process.
 `--clients` concurrent clients each send requests of 1-4 samples (seeded) until `--requests` are done. Every
 answer is checked against (c)'s offline score for the same sample.
+Utilisation (beside the served/per-request ratio): model FLOPs = 2 * non-embedding parameters * real (unpadded)
+tokens of the samples scored, per second of wall time, over this machine's measured matmul peak at all threads
+(benchmarks/_machine.py; the precision's dtype).
 """
 
 import argparse
@@ -32,6 +35,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 from rich.table import Table
+
+from _machine import encoded_tokens, forward_flops, machine_record, matmul_params, percent, utilisation_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -171,13 +176,16 @@ def main() -> None:
     offline_scores = dict(enumerate(offline_all))
     start = time.perf_counter()
     flat = [samples[j] for p in plan for j in p]
+    flops = forward_flops(matmul_params(model), encoded_tokens(model.tokenizer, flat, args.max_length))
+    dtype = "bf16" if args.precision == "bf16" else "fp32"
     for i in range(0, len(flat), 64):
         reward.score(flat[i : i + 64])
     offline_wall = time.perf_counter() - start
     reward.close()
 
     results: list[dict[str, Any]] = [{"mode": "(c) offline batches of 64", "samples_per_s": n_scored / offline_wall,
-                                      "wall": offline_wall, "p50": None, "p99": None, "codes": {}, "mismatches": 0}]
+                                      "wall": offline_wall, "p50": None, "p99": None, "codes": {}, "mismatches": 0,
+                                      **utilisation_fields(flops, offline_wall, dtype)}]
     servers = [
         ("(a) rewardlab serve", [sys.executable, "-m", "rewardlab", "serve", "--reward", json.dumps(spec), "--quiet",
                                   "--max-wait-ms", str(args.max_wait_ms), "--max-queue", "100000"]),
@@ -194,31 +202,36 @@ def main() -> None:
             if v is None or offline_scores[j] is None or abs(v - offline_scores[j]) > 1e-4
         )
         results.append({"mode": name, "samples_per_s": n_scored / run["wall"], "wall": run["wall"],
-                        "p50": run["p50"], "p99": run["p99"], "codes": run["codes"], "mismatches": mismatches})
+                        "p50": run["p50"], "p99": run["p99"], "codes": run["codes"], "mismatches": mismatches,
+                        **utilisation_fields(flops, run["wall"], dtype)})
 
     by_mode = {r["mode"]: r for r in results}
     served, baseline, offline = (by_mode[m]["samples_per_s"]
                                  for m in (servers[0][0], servers[1][0], results[0]["mode"]))
     table = Table(title=f"{args.clients} clients, {args.requests} requests of 1-4 samples ({n_scored} samples), "
                         f"MiniLM rm: {args.precision}, max_length {args.max_length}")
-    for column in ("mode", "samples/s", "p50 ms", "p99 ms", "HTTP codes", "scores ≠ offline"):
+    for column in ("mode", "samples/s", "utilisation", "p50 ms", "p99 ms", "HTTP codes", "scores ≠ offline"):
         table.add_column(column)
 
     def ms(x: float | None) -> str:
         return "-" if x is None else f"{1000 * x:.0f}"
 
     for r in results:
-        table.add_row(r["mode"], f"{r['samples_per_s']:.1f}", ms(r["p50"]), ms(r["p99"]), str(r["codes"] or "-"),
+        table.add_row(r["mode"], f"{r['samples_per_s']:.1f}", percent(r["utilisation"]), ms(r["p50"]), ms(r["p99"]),
+                      str(r["codes"] or "-"),
                       str(r["mismatches"]))
     Console().print(table)
     Console().print(f"rewardlab serve / per-request: {served / baseline:.2f}x; rewardlab serve / offline: "
-                    f"{served / offline:.2f}x")
+                    f"{served / offline:.2f}x; utilisation of rewardlab serve "
+                    f"{percent(by_mode[servers[0][0]]['utilisation'])}"
+                    f"\n{machine_record()['machine_peak']}", highlight=False)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "clients": args.clients, "requests": args.requests, "samples": n_scored, "precision": args.precision,
         "max_length": args.max_length, "max_wait_ms": args.max_wait_ms, "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(), "results": results,
         "served_over_per_request": served / baseline, "served_over_offline": served / offline,
+        **machine_record(),
     }, indent=2) + "\n")
 
 

@@ -15,6 +15,8 @@ response that is right, right in another row order, or wrong (a changed constant
   results compared as `Counter`s — the floor the guarded path is measured against.
 Second table: time to a verdict for hostile queries (writes, ATTACH, PRAGMA, a never-ending recursive CTE, a
 cartesian product, one long function call, a result of 600 MB in blobs), with `time_limit=0.5` and `max_rows=10000`.
+No model FLOPs: beside each path's ratio to bare sqlite3, `CPU busy` is the CPU seconds spent (this process's, and
+its worker processes' once they exit) / (wall seconds * cores) (benchmarks/_machine.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import rewardlab
+from _machine import Stopwatch, machine_record, percent
 from rewardlab import Sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,13 +136,13 @@ def bare_sqlite(sample: Sample) -> float:
 def timed(label: str, run: Any, samples: list[Sample], progress: Progress) -> dict[str, Any]:
     task = progress.add_task(label, total=len(samples))
     values: list[float | None] = []
-    started = time.perf_counter()
+    watch = Stopwatch(children=True)
     for start in range(0, len(samples), 64):
         batch = samples[start : start + 64]
         values.extend(run(batch))
         progress.advance(task, len(batch))
-    wall = time.perf_counter() - started
-    return {"label": label, "samples": len(samples), "wall_s": round(wall, 4),
+    wall = watch.stop()
+    return {"label": label, "samples": len(samples), "wall_s": round(wall, 4), "cpu_busy": watch.busy,
             "samples_per_s": round(len(samples) / wall, 1),
             "mean_value": round(sum(v or 0.0 for v in values) / len(values), 4)}
 
@@ -164,6 +167,8 @@ def main() -> None:
                           progress))
         rows.append(timed("bare sqlite3", lambda b: [bare_sqlite(s) for s in b], samples, progress))
     agree = [s.value for s in reward.score(samples)] == [bare_sqlite(s) for s in samples]
+    for row in rows:
+        row["x_bare_sqlite3"] = row["samples_per_s"] / rows[-1]["samples_per_s"]
 
     hostile_reward = rewardlab.load({"sql": {"time_limit": 0.5, "max_rows": 10_000}})
     db = {**make_database(random.Random(1), "hostile"), "gold": "SELECT count(*) FROM singer"}
@@ -178,17 +183,19 @@ def main() -> None:
 
     result = {"benchmark": "sql_execution", "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
               "databases": args.databases, "per_db": args.per_db, "throughput": rows,
-              "reward_agrees_with_bare_sqlite": agree, "hostile": hostile_rows}
+              "reward_agrees_with_bare_sqlite": agree, "hostile": hostile_rows, **machine_record()}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
     out = Console()
     table = Table(title=f"sql: {len(samples)} samples over {args.databases} databases")
-    for column in ("path", "samples/s", "wall s", "mean value"):
+    for column in ("path", "samples/s", "x bare sqlite3", "CPU busy", "wall s", "mean value"):
         table.add_column(column, justify="left" if column == "path" else "right")
     for row in rows:
-        table.add_row(row["label"], f"{row['samples_per_s']:.1f}", f"{row['wall_s']:.3f}", f"{row['mean_value']:.4f}")
+        table.add_row(row["label"], f"{row['samples_per_s']:.1f}", f"{row['x_bare_sqlite3']:.2f}",
+                      percent(row["cpu_busy"]), f"{row['wall_s']:.3f}", f"{row['mean_value']:.4f}")
     out.print(table)
+    out.print(result["machine_peak"], highlight=False)
     out.print(f"reward values agree with bare sqlite3 on every sample: {agree}")
     hostile_table = Table(title="hostile queries (time_limit 0.5 s, max_rows 10,000)")
     for column in ("query", "seconds", "value", "stage", "limit"):

@@ -6,7 +6,9 @@ candidates per prompt in contiguous groups, and its first 100,000 and 300,000 ro
 process's own high-water mark, `VmHWM`, beside `import`: the same process importing the modules and reading
 nothing) and the load average (the machine is shared: time per row is only comparable at a similar load). With
 `--in-memory` it also runs the old whole-file path (`read_scored_jsonl` + `build_pairs`) for comparison, at the
-sizes given by `--in-memory-rows` (it holds every row: keep them small).
+sizes given by `--in-memory-rows` (it holds every row: keep them small). No model FLOPs here: beside rows/s
+each row says how busy it kept the machine (`cpu_busy`: the child's CPU seconds / (wall seconds * cores),
+benchmarks/_machine.py). `--sizes` sets the file sizes (the largest is written, the others are its heads).
 
 Run: .venv/bin/python benchmarks/streaming.py [--in-memory]   → benchmarks/results/streaming.json + a table.
 """
@@ -26,6 +28,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from _machine import cpu_busy, machine_record, percent
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "streaming.json"
@@ -47,7 +51,7 @@ def write_scored(path: Path, rows: int, seed: int = 0) -> None:
 
 def child(task: str, source: str, output: str) -> None:
     """Run one task in this (fresh) process and print its seconds and peak memory as JSON."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if task == "import":  # the baseline: what importing the library costs before any row is read
         import rewardlab.integrations.dpo_pairs
         import rewardlab.integrations.rwr  # noqa: F401
@@ -72,7 +76,8 @@ def child(task: str, source: str, output: str) -> None:
                 handle.write(dumps_row(row) + "\n")
         stats = counts.to_dict()
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "peak_mb": high_water_mb(), "rows": stats["rows"]}))
+    print(json.dumps({"seconds": seconds, "cpu_seconds": time.process_time() - cpu_started,
+                      "peak_mb": high_water_mb(), "rows": stats["rows"]}))
 
 
 def high_water_mb() -> float:
@@ -102,6 +107,7 @@ def main() -> int:
     parser.add_argument("--child", nargs=3, metavar=("TASK", "IN", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--in-memory", action="store_true", help="also run the old whole-file pairs path")
     parser.add_argument("--in-memory-rows", type=int, nargs="+", default=[100_000, 300_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="rows per file (ascending)")
     args = parser.parse_args()
     if args.child:
         child(*args.child)
@@ -110,18 +116,19 @@ def main() -> int:
     results: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="rewardlab-streaming-") as tmp:
         folder = Path(tmp)
-        full = folder / f"scored-{SIZES[-1]}.jsonl"
+        sizes = sorted(args.sizes)
+        full = folder / f"scored-{sizes[-1]}.jsonl"
         started = time.perf_counter()
-        write_scored(full, SIZES[-1])
-        console.print(f"wrote {SIZES[-1]:,} rows ({full.stat().st_size / 1e6:.0f} MB) in "
+        write_scored(full, sizes[-1])
+        console.print(f"wrote {sizes[-1]:,} rows ({full.stat().st_size / 1e6:.0f} MB) in "
                       f"{time.perf_counter() - started:.0f} s")
-        files = {SIZES[-1]: full}
-        for size in SIZES[:-1]:
+        files = {sizes[-1]: full}
+        for size in sizes[:-1]:
             files[size] = folder / f"scored-{size}.jsonl"
             with full.open(encoding="utf-8") as whole, files[size].open("w", encoding="utf-8") as part:
                 for _, line in zip(range(size), whole, strict=False):
                     part.write(line)
-        tasks = [("import", SIZES[0])] + [("pairs", size) for size in SIZES] + [("rwr", size) for size in SIZES]
+        tasks = [("import", sizes[0])] + [("pairs", size) for size in sizes] + [("rwr", size) for size in sizes]
         if args.in_memory:
             tasks += [("in-memory pairs", size) for size in args.in_memory_rows if size in files]
         for task, size in tasks:
@@ -130,18 +137,22 @@ def main() -> int:
             results.append({"task": task, "rows": rows, "mb": round(files[size].stat().st_size / 1e6, 1) if rows else 0,
                             "seconds": round(measured["seconds"], 2), "peak_mb": round(measured["peak_mb"], 1),
                             "rows_per_s": round(rows / measured["seconds"]) if rows else 0,
+                            "cpu_busy": cpu_busy(measured["cpu_seconds"], measured["seconds"]),
                             "load_average": round(os.getloadavg()[0], 1)})
             console.print(f"{task} {size:,} rows: {measured['seconds']:.1f} s, peak {measured['peak_mb']:.0f} MB")
     table = Table(title="streaming pairs and rwr (one process each; peak = VmHWM; load = 1-min load average)")
-    for column in ("task", "rows", "file MB", "seconds", "rows/s", "peak MB", "load"):
+    for column in ("task", "rows", "file MB", "seconds", "rows/s", "CPU busy", "peak MB", "load"):
         table.add_column(column, justify="left" if column == "task" else "right")
     for row in results:
         table.add_row(str(row["task"]), f"{row['rows']:,}", str(row["mb"]), str(row["seconds"]),
-                      f"{row['rows_per_s']:,}", str(row["peak_mb"]), str(row["load_average"]))
+                      f"{row['rows_per_s']:,}", percent(float(row["cpu_busy"])),  # type: ignore[arg-type]
+                      str(row["peak_mb"]), str(row["load_average"]))
     console.print(table)
+    console.print(machine_record()["machine_peak"], highlight=False)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"group_size": GROUP, "cpu": cpu_name(), "cores": os.cpu_count(),
-                                   "python": platform.python_version(), "results": results}, indent=2) + "\n")
+                                   "python": platform.python_version(), "results": results,
+                                   **machine_record()}, indent=2) + "\n")
     console.print(f"wrote {RESULTS}")
     return 0
 
