@@ -172,11 +172,14 @@ def test_prmbench_row_yields_the_correct_original_once() -> None:
         ("redundency", 1, [1, 2]), ("correct", -1, [])]
 
 
-def test_prmbench_error_step_out_of_range_names_the_row() -> None:
-    row = {"idx": "r1", "modified_question": "q", "modified_process": ["a"], "error_steps": [2],
+def test_prmbench_error_steps_zero_is_refused_past_the_end_ignored() -> None:
+    row = {"idx": "r1", "modified_question": "q", "modified_process": ["a", "b"], "error_steps": [0],
            "classification": "circular"}
     with pytest.raises(EvaluationDataError, match=r"rows\[0\].*error_steps"):
         load_eval_data([row])
+    step_row = load_eval_data([{**row, "error_steps": [2, 3]}]).steps[0]  # step 3 of 2: the benchmark never sees it
+    assert (step_row.label, step_row.metadata["error_steps"], step_row.metadata["error_steps_past_the_end"]) == (
+        1, [1], 1)
 
 
 def test_rows_of_other_formats_are_not_taken_for_a_benchmark() -> None:

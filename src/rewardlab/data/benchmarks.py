@@ -164,14 +164,16 @@ def prmbench_rows(row: Mapping[str, Any], where: str) -> list[StepRow]:
     steps = _texts(row, "modified_process", where)
     classification = _text(row, "classification", where)
     errors = row.get("error_steps")
-    if not isinstance(errors, list) or not all(isinstance(e, int) and not isinstance(e, bool) for e in errors) \
-            or not all(1 <= e <= len(steps) for e in errors):
-        raise BenchmarkDataError(f"{where}: field 'error_steps' must list 1-based step numbers up to {len(steps)}")
-    zero_based = sorted({e - 1 for e in errors})
+    if not isinstance(errors, list) or not all(isinstance(e, int) and not isinstance(e, bool) and e >= 1
+                                               for e in errors):
+        raise BenchmarkDataError(f"{where}: field 'error_steps' must list 1-based step numbers")
+    # a number past the last step is ignored, as the benchmark's step loop never reaches it (its data has some)
+    zero_based = sorted({e - 1 for e in errors if e <= len(steps)})
     idx = _row_id(row, "idx")
     out = [StepRow(prompt=_text(row, "modified_question", where), steps=steps,
                    label=zero_based[0] if zero_based else -1, subset=classification, id=f"{classification}_{idx}",
-                   metadata={"error_steps": zero_based})]
+                   metadata={"error_steps": zero_based,
+                             "error_steps_past_the_end": len(set(errors)) - len(zero_based)})]
     if classification == PRMBENCH_CORRECT_FROM and "original_process" in row:
         original = _texts(row, "original_process", where)
         out.append(StepRow(prompt=_text(row, "original_question", where), steps=original, label=-1,
