@@ -55,10 +55,13 @@ def sse_events(body: str) -> list[tuple[str, str]]:
     return events
 
 
-def _http(url: str, api_key: str | None, timeout: float, max_bytes: int, header: str = "Authorization") -> HttpClient:
+def _http(url: str, api_key: str | None, timeout: float, max_bytes: int, header: str = "Authorization",
+          retries: int = 2) -> HttpClient:
+    """A client of `url` with the key in `header`; `retries=0` for requests that change the episode (a retried
+    tool call could run twice)."""
     value = (f"Bearer {api_key}" if header == "Authorization" else api_key) if api_key else None
     return HttpClient(check_url(url).rstrip("/"), headers={header: value} if value else None, timeout=timeout,
-                      budget=timeout, max_body_bytes=max_bytes, retry=RetryPolicy(retries=2))
+                      budget=timeout, max_body_bytes=max_bytes, retry=RetryPolicy(retries=retries))
 
 
 class OrsEpisode:
@@ -68,6 +71,7 @@ class OrsEpisode:
                  max_bytes: int = 16 << 20) -> None:
         self.url = check_url(url).rstrip("/")
         self.http = _http(self.url, api_key, timeout, max_bytes, header="X-API-Key")
+        self.once = _http(self.url, api_key, timeout, max_bytes, header="X-API-Key", retries=0)
         self._env_name = env_name
 
     @property
@@ -82,7 +86,7 @@ class OrsEpisode:
 
     def _stream(self, path: str, body: Any, sid: str | None = None) -> list[tuple[str, str]]:
         headers = {"X-Session-ID": sid} if sid else {}
-        answer = self.http.request("POST", path, json=body, headers=headers)
+        answer = (self.once if sid else self.http).request("POST", path, json=body, headers=headers)
         events = sse_events(answer.text)
         errors = [data for event, data in events if event == "error"]
         if errors:
@@ -108,7 +112,7 @@ class OrsEpisode:
         sid = next((data.strip() for event, data in self._stream("/create_session", {}) if event == "task_id"), None)
         if not sid:
             raise ProtocolError(f"{self.url}/create_session sent no task_id event")
-        self.http.request("POST", "/create", json={"env_name": self.env_name, "split": split, "index": task_index},
+        self.once.request("POST", "/create", json={"env_name": self.env_name, "split": split, "index": task_index},
                           headers={"X-Session-ID": sid})
         return sid
 
@@ -143,7 +147,7 @@ class NemoEpisode:
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0,
                  max_bytes: int = 16 << 20) -> None:
         self.url = check_url(url).rstrip("/")
-        self.http = _http(self.url, api_key, timeout, max_bytes)
+        self.http = _http(self.url, api_key, timeout, max_bytes, retries=0)
 
     def open(self, row: dict[str, Any]) -> str:
         """Seed a session for `row`; the cookie header that carries it."""

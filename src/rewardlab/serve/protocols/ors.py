@@ -11,6 +11,8 @@ the spec the client sends, never by anything else it sends: a client cannot brin
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
@@ -88,9 +90,27 @@ def environment_class(env: Environment) -> type:
     return type(f"RewardlabORS_{env.name}", (environment.Environment,), namespace)
 
 
+def _own_exit_event(app: FastAPI) -> None:
+    """Give the event streams of this app's event loop their own shutdown event: `sse_starlette` keeps one in a
+    class attribute, bound to the first loop that waited on it, which breaks every stream of a server started
+    later in the same process on another loop (a second server, a test) until it is cleared."""
+    from sse_starlette.sse import AppStatus
+
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(served: Any) -> AsyncIterator[Any]:
+        AppStatus.should_exit_event = None
+        async with inner(served) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+
+
 def create_ors_app(env: Environment, limits: ServeLimits | None = None) -> FastAPI:
     """A FastAPI app serving `env` over ORS at the root of its port (the SDK's server, rewardlab's guard and
     batcher around it)."""
     _, server, _ = _sdk()
     app: FastAPI = server.Server([environment_class(env)], return_errors="exception").app
+    _own_exit_event(app)
     return protect(app, env, limits or ServeLimits(), endpoints=ENDPOINTS, key_header="X-API-Key")
