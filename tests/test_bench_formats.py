@@ -146,6 +146,11 @@ def test_processbench_subset_comes_from_the_id() -> None:
 def test_prm_score_is_half_positive_half_negative_f1() -> None:
     # TP 2, FP 1, TN 1, FN 2: F1 = 2·(2/3)(1/2)/(7/6) = 4/7; negative F1 = 2·(1/3)(1/2)/(5/6) = 2/5
     assert prm_score(2, 1, 1, 2)["prm_score"] == pytest.approx(0.5 * (4 / 7 + 2 / 5))
+    # only erroneous steps, all judged invalid: positive F1 has nothing to measure (None) and is left out; the
+    # benchmark's −1 sentinel would give 0.5 x −1 + 0.5 x 1 = 0 to a perfect judgement
+    assert prm_score(0, 0, 3, 0) == {"prm_score": 1.0, "f1": None, "negative_f1": 1.0, "tp": 0, "fp": 0, "tn": 3,
+                                     "fn": 0}
+    assert prm_score(0, 2, 0, 0)["prm_score"] == 0.0  # one side undefined, the other 0: F1 0, as its arithmetic
 
 
 def test_prmbench_categories_and_missing_steps() -> None:

@@ -153,9 +153,12 @@ def processbench_scores(rows: Sequence[StepRow], predictions: Sequence[int | Non
 
 
 def _f1(precision: float | None, recall: float | None) -> float | None:
-    if precision is None or recall is None:
+    """F1; None when neither side is defined, 0 when one is not (the other is then 0, as in PRMBench's arithmetic)."""
+    if precision is None and recall is None:
         return None
-    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    if precision is None or recall is None or precision + recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
 
 
 def _ratio(a: int, b: int) -> float | None:
@@ -166,11 +169,11 @@ def prm_score(tp: int, fp: int, tn: int, fn: int) -> dict[str, Any]:
     """PRMBench's PRMScore from step counts: 0.5 x F1 of correct steps (positive) + 0.5 x F1 of erroneous steps
     (negative). TP = a correct step judged valid, FP = an erroneous step judged valid, TN = an erroneous step
     judged invalid, FN = a correct step judged invalid (ssmisya/PRMBench `mr_eval/tasks/prmtest_classified/task.py`
-    `eval_on_hallucination_step`; the 0.5 weights from `mr_visualize/.../draw_radar.ipynb`). An undefined F1 is
-    None here (the benchmark writes −1)."""
+    `eval_on_hallucination_step`; the 0.5 weights from `mr_visualize/.../draw_radar.ipynb`). An F1 of a class with
+    no steps at all, predicted or labelled, is None here and left out of the mix (the benchmark writes −1)."""
     f1 = _f1(_ratio(tp, tp + fp), _ratio(tp, tp + fn))
     negative_f1 = _f1(_ratio(tn, tn + fn), _ratio(tn, tn + fp))
-    score = None if f1 is None or negative_f1 is None else 0.5 * f1 + 0.5 * negative_f1
+    score = _mean([f1, negative_f1])
     return {"prm_score": score, "f1": f1, "negative_f1": negative_f1, "tp": tp, "fp": fp, "tn": tn, "fn": fn}
 
 
