@@ -58,6 +58,8 @@ def main() -> int:
                         help="training-pool problems held out to choose the step threshold (not the test rows)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="/tmp/rewardlab-prm-gsm8k")
+    parser.add_argument("--profile-steps", type=int, default=0,
+                        help="only profile N steps of the engine now and before (no training run; JSON 'profile')")
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent", file=sys.stderr)
@@ -80,12 +82,28 @@ def main() -> int:
     eval_rows = gsm8k_step_rows(eval_src, seed=args.seed + 1, corrupt_fraction=1.0)
     val_rows = gsm8k_step_rows(val_src, seed=args.seed + 2, corrupt_fraction=1.0)
 
-    started = time.perf_counter()
     config = TrainConfig(objective="process", backbone="minilm", output=args.output, max_steps=args.steps,
                          batch_size=args.batch_size, lr=args.lr, head_lr=args.head_lr, max_length=256,
                          freeze_layers=args.freeze_layers,
                          eval_split=0.0, seed=args.seed, log_every=10, save_every=0, warmup_ratio=0.05,
                          after_first_error="ignore")
+    if args.profile_steps > 0:
+        import dataclasses
+
+        from rewardlab.train.trainer import RewardTrainer
+        from train_vs_trl import profile_engine
+
+        def make_trainer(engine: dict[str, str]) -> RewardTrainer:
+            return RewardTrainer(dataclasses.replace(config, output=f"{args.output}-profile", **engine),
+                                 steps=train_rows)
+
+        profile = profile_engine(make_trainer, args.profile_steps)
+        recorded = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+        recorded["profile"] = profile
+        RESULTS.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+        print(f"engine now vs before: {profile['cpu_speedup']:.2f}x CPU-s per step; wrote {RESULTS}")
+        return 0
+    started = time.perf_counter()
     cpu_started = time.process_time()
     result = train_reward_model(config, steps=train_rows, quiet=True)
     train_seconds = time.perf_counter() - started

@@ -44,6 +44,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,21 +135,18 @@ def cpu_utilisation(flops: float, cpu_seconds: float, peaks: dict[str, float]) -
     return {f"utilisation_{name}_per_cpu_s": flops / cpu_seconds / (gflops * 1e9) for name, gflops in peaks.items()}
 
 
-def profile_engine(train_path: Path, eval_path: Path, output: Path, threads: int, recipe: dict[str, Any],
-                   steps: int) -> dict[str, Any]:
-    """Seconds per phase of `steps` steps of the engine now and as it was before (same data, same process)."""
-    from rewardlab.train import TrainConfig
+def profile_engine(make_trainer: Callable[[dict[str, str]], Any], steps: int) -> dict[str, Any]:
+    """Seconds per phase of `steps` steps of the engine now and as it was before (the same run settings and data,
+    in this process); `make_trainer(engine switches)` builds the `RewardTrainer`."""
     from rewardlab.train.engine import profile_steps
-    from rewardlab.train.trainer import RewardTrainer
 
     profiles: dict[str, Any] = {}
     for name, engine in (("before", {"optimizer": "for-loop", "attention": "sdpa"}), ("now", {})):
-        config = TrainConfig(data=str(train_path), eval_data=str(eval_path), output=str(output / name),
-                             num_threads=threads, save_every=0, **recipe, **engine)
-        trainer = RewardTrainer(config)
+        trainer = make_trainer(engine)
         trainer.setup()
         trainer.step()  # warm-up
-        tables = sum(m.weight.numel() for m in trainer.model.modules() if type(m).__name__ == "Embedding")
+        tables = sum(m.weight.numel() for m in trainer.model.modules()
+                     if type(m).__name__ == "Embedding" and m.weight.requires_grad)
         cpu = time.process_time()
         profiles[name] = profile_steps(trainer.step, steps, embedding_share=tables / trainer.trainable)
         profiles[name].update(cpu_s_per_step=(time.process_time() - cpu) / steps, optimizer=trainer.optimizer_kind,
@@ -303,8 +301,15 @@ def main() -> int:
         folder = Path(tmp)
         train_path = write_rows(folder / "train.jsonl", train_rows)
         eval_path = write_rows(folder / "eval.jsonl", eval_rows)
-        profile = profile_engine(train_path, eval_path, folder / "profile", threads, EQUAL_WORK,
-                                 args.profile_steps) if args.profile_steps > 0 else None
+        from rewardlab.train import TrainConfig
+        from rewardlab.train.trainer import RewardTrainer
+
+        def make_trainer(engine: dict[str, str]) -> RewardTrainer:
+            return RewardTrainer(TrainConfig(data=str(train_path), eval_data=str(eval_path), num_threads=threads,
+                                             output=str(folder / "profile" / str(len(engine))), save_every=0,
+                                             **EQUAL_WORK, **engine))
+
+        profile = profile_engine(make_trainer, args.profile_steps) if args.profile_steps > 0 else None
         results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, EQUAL_WORK))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         if not args.skip_trl:
