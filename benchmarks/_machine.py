@@ -165,3 +165,21 @@ class Stopwatch:
     def busy(self) -> float:
         """`cpu_busy` of what was recorded at `stop()`."""
         return cpu_busy(self.cpu, self.wall) if self.wall > 0 else 0.0
+
+
+def training_utilisation(model_dir: Path, samples: Any) -> dict[str, Any]:
+    """Utilisation of the run that trained the reward model in `model_dir` (its card's training metrics): model
+    FLOPs = 6 * non-embedding parameters * tokens trained (the mean real tokens of `samples`, the training texts
+    encoded as the trainer encodes them, * 2 per pair * pairs trained), over its precision's all-thread peak."""
+    from rewardlab.models import RewardModel
+
+    card = json.loads((model_dir / "rewardlab.json").read_text(encoding="utf-8"))
+    metrics = card.get("training_metrics") or {}
+    if not metrics.get("train_seconds") or not metrics.get("pairs_trained"):
+        return {}
+    model = RewardModel.from_pretrained(model_dir)
+    listed = list(samples)
+    per_text = encoded_tokens(model.tokenizer, listed, int(card.get("max_length") or 512)) / max(1, len(listed))
+    flops = training_flops(matmul_params(model), round(2 * per_text * metrics["pairs_trained"]))
+    dtype = "bf16" if metrics.get("precision") == "bf16" else "fp32"
+    return {"training_" + k: v for k, v in utilisation_fields(flops, metrics["train_seconds"], dtype).items()}

