@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--output-dir", default=None, help="TRL's output folder (default: a temporary one)")
+    parser.add_argument("--monitor", default=None, metavar="LOG",
+                        help="watch the run live: the reward wrapped in `monitor` (an exact-match shadow verifier on "
+                             "a quarter of the completions), records appended to LOG, flags in TRL's logs")
     args = parser.parse_args(argv)
 
     import torch
@@ -137,7 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         rng = random.Random(args.seed)
         words = [rng.choice(WORDS) for _ in range(4096)]
         dataset = Dataset.from_dict({"prompt": [f"repeat: {w} " for w in words], "reference": words})
-        funcs, weights = reward_funcs(REWARD)
+        callbacks: list[Any] = []
+        if args.monitor:
+            from rewardlab.integrations.monitor import MonitorCallback
+            from rewardlab.registry import load
+
+            monitored = load({"monitor": {"reward": REWARD, "shadow": {"exact_match": {"answer_tag": "a"}},
+                                          "shadow_rate": 0.25, "log": args.monitor}})
+            funcs, weights = reward_funcs(monitored)
+            callbacks.append(MonitorCallback(monitored))
+        else:
+            funcs, weights = reward_funcs(REWARD)
         config = GRPOConfig(
             output_dir=str(out_dir / "grpo"), max_steps=args.steps, per_device_train_batch_size=64,
             num_generations=8, max_completion_length=12, learning_rate=1e-3, lr_scheduler_type="constant",
@@ -155,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
                 if logs and "reward" in logs:
                     curve.append((state.global_step, float(logs["reward"])))
                     print(f"step {state.global_step} reward {float(logs['reward']):.4f}", flush=True)
+                if logs and "monitor/pass_rate" in logs:  # put there by the MonitorCallback before this one
+                    flags = sorted(k.removeprefix("monitor/flag/") for k in logs if k.startswith("monitor/flag/"))
+                    print(f"monitor step {state.global_step} pass_rate {logs['monitor/pass_rate']:.3f} "
+                          f"flags {','.join(flags) or '-'}", flush=True)
 
         trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=config, train_dataset=dataset,
-                              processing_class=tokenizer, callbacks=[PrintCurve()])
+                              processing_class=tokenizer, callbacks=[*callbacks, PrintCurve()])
         trainer.remove_callback(PrinterCallback)  # the curve is printed above, not every log dict
         trainer.train()
 

@@ -32,7 +32,9 @@ ROOM_TABLE: dict[str, frozenset[str] | None] = {
     # the bottom modules import nothing of ours, so a room may use them without a loop; this wave adds: models and
     # rewards read and write strict JSON through jsonl (model cards, JSON answers), rewards and integrations use dense
     "models": frozenset({"data", "runtime", "jsonl"}),
-    "rewards": frozenset({"registry", "runtime", "models", "data", "bounded_yaml", "jsonl", "dense", "machine"}),
+    # machine: the bf16 rule; normalize: the live monitor's rank statistics (both pure, at the bottom)
+    "rewards": frozenset({"registry", "runtime", "models", "data", "bounded_yaml", "jsonl", "dense", "machine",
+                          "normalize"}),
     "compose": frozenset({"registry", "normalize", "dense"}),  # dense: the sum's spans (pure, at the bottom)
     "select": frozenset({"registry", "runtime", "models", "rewards", "jsonl"}),
     "evaluate": frozenset({"registry", "runtime", "data", "rewards", "select", "normalize", "provenance", "jsonl"}),
