@@ -334,6 +334,11 @@ BUILT_IN: dict[str, tuple[object, list[AttackSample]]] = {
                          "".join(f"<search>q{i}</search>" for i in range(5)) + "<answer>Paris</answer>")]),
     "citation": ("citation", [A("Capital of France?", _TRAJECTORY.format(answer="Paris [doc3]"), _SEARCH,
                                 _TRAJECTORY.format(answer="Berlin [doc7]"))]),
+    "sql_overlap": ("sql_overlap", [A("French cities", "SELECT name FROM city WHERE country = 'FR'",
+                                      {**_DB, "gold": "SELECT name FROM city WHERE country = 'FR'"},
+                                      "SELECT id FROM country")]),
+    "reasoning_gym": ("reasoning_gym", [A("Calculate 2 + 3.", "5", {"dataset": "basic_arithmetic", "entry": {
+        "question": "Calculate 2 + 3.", "answer": "5", "metadata": {"source_dataset": "basic_arithmetic"}}}, "6")]),
 }
 
 BY_DESIGN: dict[tuple[str, str], str] = {

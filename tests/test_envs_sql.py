@@ -12,7 +12,7 @@ import pytest
 
 from rewardlab.envs import SpecError, load_env
 from rewardlab.envs.sql import SQLEnvironment, format_table, read_sql_tasks
-from rewardlab.rewards.sql_overlap import bigrams, jaccard, schema_items
+from rewardlab.rewards.sql_overlap import bigrams, jaccard, parses, schema_items
 
 GOLD = "SELECT name FROM city WHERE country = 'FR'"
 
@@ -69,9 +69,9 @@ def test_full_episodes_hand_computed(tmp_path: Path) -> None:
     # executes, wrong rows: 0.1; schema {name, city} vs {name, city, country} = 2/3; bigrams 3 of 7
     _, value = _episode(env, [], "SELECT name FROM city")
     assert value == pytest.approx(0.1 + 0.1 * 2 / 3 + 0.1 * 3 / 7)
-    # a syntax error: no execution credit; "selec" counts as an item: {selec, name, city} vs gold = 2/4; bigrams 2/8
+    # a syntax error: no execution credit, and text overlap only counts for a query that parses
     _, value = _episode(env, [], "SELEC name FROM city")
-    assert value == pytest.approx(0.1 * 2 / 4 + 0.1 * 2 / 8)
+    assert value == 0.0
     env.close()
 
 
@@ -81,6 +81,9 @@ def test_overlap_helpers_by_hand() -> None:
     assert schema_items('SELECT count(*) FROM "my table"') == {"my table"}
     assert jaccard(bigrams("SELECT a FROM t"), bigrams("SELECT a FROM t")) == 1.0
     assert jaccard(set(), set()) == 1.0
+    assert [parses(q) for q in ["SELECT a FROM nowhere", "SELECT a FROM t\n\nSELECT b FROM t", "SELECT 1; SELECT 2",
+                                "SELECT ';' FROM t", "SELEC a", "SELECT " + "(" * 50_000 + "1" + ")" * 50_000]] == \
+        [True, False, False, True, False, False]
 
 
 def test_tool_errors_and_tables(tmp_path: Path) -> None:

@@ -5,8 +5,10 @@ about a hundred families (arithmetic, logic, graphs, puzzles, ciphers...), each 
 Reference (`Sample.reference`): `{"dataset": name, "seed": s, "size": n, "config": {...}, "index": i}` (the entry is
 generated again, deterministically) or `{"dataset": name, "entry": {"question", "answer", "metadata"}}` (an entry
 stored as is). The answer is the last `<answer>...</answer>` block of the response, else the whole response,
-stripped. The value is the family's score clipped to [0, 1]; a checker that raises on the response scores 0.0 with
-`info["reason"]` (the response caused it); a bad reference is an error.
+stripped. The value is 1.0 when the family's checker gives full marks, else 0.0 (`partial_credit=True`: the
+checker's own score clipped to [0, 1]; reasoning-gym's default checker pays len(gold)/len(answer) for any answer
+containing the gold one, which a response listing many candidates collects: an attack found). A checker that
+raises on the response scores 0.0 with `info["reason"]` (the response caused it); a bad reference is an error.
 """
 
 from __future__ import annotations
@@ -70,10 +72,15 @@ def answer_of(response: str) -> str:
 
 @register("reasoning_gym")
 class ReasoningGymReward(PerSampleReward):
-    """The task family's own checker (`score_answer`) on the response's answer, clipped to [0, 1]."""
+    """The task family's own checker (`score_answer`) on the response's answer: 1.0 for full marks, else 0.0
+    (`partial_credit=True`: the checker's score clipped to [0, 1]); objective `checker` is its raw score."""
 
     name = "reasoning_gym"
+    declared_objectives = ("checker",)
     failure_value: float | None = 0.0
+
+    def __init__(self, *, partial_credit: bool = False) -> None:
+        self.partial_credit = bool(partial_credit)
 
     def score_sample(self, sample: Sample) -> Score:
         dataset, entry = gym_entry(sample.reference)
@@ -82,5 +89,8 @@ class ReasoningGymReward(PerSampleReward):
         try:
             value = float(dataset.score_answer(answer, entry))
         except Exception as error:  # the family's checker choked on what the policy wrote: the response fails
-            return Score(value=0.0, info={**info, "reason": f"the checker raised {type(error).__name__}: {error}"})
-        return Score(value=min(1.0, max(0.0, value)), info=info)
+            return Score(value=0.0, objectives={"checker": 0.0},
+                         info={**info, "reason": f"the checker raised {type(error).__name__}: {error}"})
+        clipped = min(1.0, max(0.0, value))
+        final = clipped if self.partial_credit else float(clipped >= 1.0)
+        return Score(value=final, objectives={"checker": clipped}, info=info)

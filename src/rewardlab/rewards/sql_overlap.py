@@ -4,15 +4,20 @@ Two of the partial rewards of Reasoning-SQL (Pourreza et al. 2025), which pair t
 syntax check (the `sql` reward's `match` and `executes`): `schema_linking` is the Jaccard similarity of the schema
 items (table and column names: identifiers outside string literals, SQL keywords, functions and aliases left out,
 `t.col` counted as `t` and `col`) of the predicted and the gold query, and `ngram` the Jaccard similarity of their
-token bigrams (lower-cased; literals are tokens). Both need only the text: nothing runs. `metric` picks the value.
+token bigrams (lower-cased; literals are tokens). `metric` picks the value. Only a prediction that is one SQLite
+statement that parses earns either (objective `parses`): pasted fragments, two queries or a runaway text score 0.0
+(an attack pasting the right query beside a wrong one collected overlap credit before). Parsing prepares the
+statement on an empty in-memory database under an authorizer that denies every action, so nothing runs.
 
-Reference: the `sql` reward's shape; only its `gold` query is read. A response without SQL scores 0.0.
+Reference: the `sql` reward's shape; only its `gold` query is read. A response without SQL, or with more than
+`MAX_SQL_CHARS` characters of it, scores 0.0.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import sqlite3
 from collections.abc import Mapping
 
 from rewardlab.registry import register
@@ -21,7 +26,8 @@ from rewardlab.rewards.text import response_text
 from rewardlab.runtime import PerSampleReward
 from rewardlab.types import Sample, Score
 
-_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|[A-Za-z_][A-Za-z0-9_$]*|\d+(?:\.\d+)?|\S")
+_TOKEN = re.compile(r"'(?:[^']|''){0,1000}'|\"(?:[^\"]|\"\"){0,200}\"|`[^`]{0,200}`|\[[^\[\]]{0,200}\]"
+                    r"|[A-Za-z_][A-Za-z0-9_$]*|\d+(?:\.\d+)?|\S")
 _KEYWORDS = frozenset({
     "select", "from", "where", "group", "by", "order", "having", "limit", "offset", "join", "inner", "left", "right",
     "outer", "full", "cross", "natural", "on", "using", "as", "and", "or", "not", "in", "is", "null", "like", "glob",
@@ -31,7 +37,7 @@ _KEYWORDS = frozenset({
     "date", "time", "datetime", "julianday", "total", "group_concat", "replace", "trim", "iif", "true", "false",
     "integer", "text", "real", "numeric", "float",
 })
-MAX_SQL_CHARS = 100_000
+MAX_SQL_CHARS = 20_000
 
 
 def sql_tokens(sql: str) -> list[str]:
@@ -60,6 +66,26 @@ def schema_items(sql: str) -> set[str]:
     return items
 
 
+def parses(sql: str) -> bool:
+    """Whether `sql` is one SQLite statement without a syntax error (prepared under a deny-all authorizer: unknown
+    tables and the denial itself come after parsing, so they count as parsed; nothing ever runs)."""
+    if ";" in sql_tokens(sql):  # a second statement (a `;` inside a literal is part of the literal)
+        return False
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.set_authorizer(lambda *_: sqlite3.SQLITE_DENY)
+        connection.execute(sql)
+    except (sqlite3.ProgrammingError, UnicodeError, ValueError):  # two statements, lone surrogates, NUL
+        return False
+    except sqlite3.DatabaseError as error:
+        text = str(error)
+        return not any(part in text for part in ("syntax error", "incomplete input", "unrecognized token",
+                                                 "parser stack overflow", "too many"))
+    finally:
+        connection.close()
+    return True
+
+
 def _identifier(token: str) -> bool:
     return bool(re.fullmatch(r"[a-z_][a-z0-9_$]*", token))
 
@@ -82,11 +108,11 @@ class SQLOverlap(PerSampleReward):
     partial rewards); `metric` ("schema_linking" or "ngram") picks the value, both are objectives."""
 
     name = "sql_overlap"
-    declared_objectives = ("schema_linking", "ngram")
+    declared_objectives = ("parses", "schema_linking", "ngram")
     failure_value: float | None = 0.0
 
     def __init__(self, *, metric: str = "schema_linking") -> None:
-        if metric not in self.declared_objectives:
+        if metric not in ("schema_linking", "ngram"):
             raise ValueError(f"sql_overlap: metric must be 'schema_linking' or 'ngram', got {metric!r}")
         self.metric = metric
 
@@ -96,12 +122,17 @@ class SQLOverlap(PerSampleReward):
         if not isinstance(gold, str) or not gold.strip():
             raise ValueError("sql_overlap: reference field 'gold' must be a non-empty SQL string")
         predicted = extract_sql(response_text(sample, self.name))
+        nothing = {"parses": 0.0, "schema_linking": 0.0, "ngram": 0.0}
         if not predicted:
-            objectives = {"schema_linking": 0.0, "ngram": 0.0}
-            return Score(value=0.0, objectives=objectives, info={"reason": "no SQL in the response"})
+            return Score(value=0.0, objectives=nothing, info={"reason": "no SQL in the response"})
+        if len(predicted) > MAX_SQL_CHARS or "\x00" in predicted:
+            return Score(value=0.0, objectives=nothing,
+                         info={"reason": f"the SQL is over {MAX_SQL_CHARS:,} characters or holds a NUL"})
+        if not parses(predicted):
+            return Score(value=0.0, objectives=nothing, info={"reason": "the SQL is not one statement that parses"})
         gold = extract_sql(gold)
         predicted_items, gold_items = schema_items(predicted), schema_items(gold)
-        objectives = {"schema_linking": jaccard(set(predicted_items), set(gold_items)),
+        objectives = {"parses": 1.0, "schema_linking": jaccard(set(predicted_items), set(gold_items)),
                       "ngram": jaccard(bigrams(predicted), bigrams(gold))}
         info = {"schema_items": sorted(predicted_items)[:50], "gold_schema_items": sorted(gold_items)[:50]}
         return Score(value=objectives[self.metric], objectives=objectives, info=info)
