@@ -107,8 +107,8 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--shards", type=int, default=2, help="evaluation processes side by side")
-    parser.add_argument("--phase", choices=("all", "before", "train"), default="all",
-                        help="stop after this phase (a later run reuses what an earlier one finished)")
+    parser.add_argument("--phase", choices=("all", "before", "train", "after"), default="all",
+                        help="run only this phase (a later run reuses what an earlier one finished)")
     parser.add_argument("--output", type=Path, default=Path("/tmp/rewardlab-generative-rm-hh"))
     args = parser.parse_args()
     if not DATA.is_file():
@@ -132,9 +132,10 @@ def main() -> int:
                                "template": TEMPLATE, "machine": "2-core AMD EPYC with avx512_bf16, other work running"}
     out = RESULTS / "generative_rm_hh.json"
 
-    if args.phase != "train":
+    summary["table"] = {}
+    if args.phase in ("all", "before"):
         before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before", args.shards)
-        summary["table"] = {"SmolLM2-135M judge, before": row(before, seconds)}
+        summary["table"]["SmolLM2-135M judge, before"] = row(before, seconds)
         print(json.dumps(summary["table"], indent=2), flush=True)
         if args.phase == "before":
             return 0
@@ -161,6 +162,10 @@ def main() -> int:
                            "mean_tokens": metrics["train"]["mean_tokens"]}
     if args.phase == "train":
         print(json.dumps(summary["training"], indent=2))
+        return 0
+    if args.phase == "after":
+        after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
+        print(json.dumps(row(after, seconds), indent=2))
         return 0
 
     after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
