@@ -93,7 +93,7 @@ def main() -> int:
         from rewardlab.train.trainer import RewardTrainer
         from train_vs_trl import profile_engine
 
-        def make_trainer(engine: dict[str, str]) -> RewardTrainer:
+        def make_trainer(engine: dict[str, Any]) -> RewardTrainer:
             return RewardTrainer(dataclasses.replace(config, output=f"{args.output}-profile", **engine),
                                  steps=train_rows)
 

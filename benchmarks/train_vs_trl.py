@@ -135,13 +135,15 @@ def cpu_utilisation(flops: float, cpu_seconds: float, peaks: dict[str, float]) -
     return {f"utilisation_{name}_per_cpu_s": flops / cpu_seconds / (gflops * 1e9) for name, gflops in peaks.items()}
 
 
-def profile_engine(make_trainer: Callable[[dict[str, str]], Any], steps: int) -> dict[str, Any]:
+def profile_engine(make_trainer: Callable[[dict[str, Any]], Any], steps: int) -> dict[str, Any]:
     """Seconds per phase of `steps` steps of the engine now and as it was before (the same run settings and data,
     in this process); `make_trainer(engine switches)` builds the `RewardTrainer`."""
     from rewardlab.train.engine import profile_steps
 
     profiles: dict[str, Any] = {}
-    for name, engine in (("before", {"optimizer": "for-loop", "attention": "sdpa"}), ("now", {})):
+    before: dict[str, Any] = {"optimizer": "for-loop", "attention": "sdpa"}
+    engines = [("before", before), ("now", {})]
+    for name, engine in engines:
         trainer = make_trainer(engine)
         trainer.setup()
         trainer.step()  # warm-up
@@ -245,8 +247,8 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
     train_start, cpu_start = time.perf_counter(), time.process_time()
     trainer.train()
     train_seconds, cpu_seconds = time.perf_counter() - train_start, time.process_time() - cpu_start
-    kept = trainer.train_dataset
-    tokens = sum(len(ids) for ids in kept["chosen_ids"]) + sum(len(ids) for ids in kept["rejected_ids"])
+    kept: Any = trainer.train_dataset
+    tokens: int = sum(len(ids) for ids in kept["chosen_ids"]) + sum(len(ids) for ids in kept["rejected_ids"])
     own_eval = trainer.evaluate()
     accuracy = trl_accuracy(trainer.model, tokenizer, eval_rows, max_length)
     wall = time.perf_counter() - start
@@ -257,8 +259,8 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
         "train_seconds": train_seconds,
         "train_cpu_seconds": cpu_seconds,
         "train_tokens": int(tokens * epochs),
-        "optimizer": type(trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer")
-                          else trainer.optimizer).__name__ + " (TRL default: foreach)",
+        "optimizer": type(getattr(trainer.optimizer, "optimizer", trainer.optimizer)).__name__
+        + " (TRL default: foreach)",
         "matmul_parameters": matmul_parameters(trainer.model),
         "pairs_per_s": used * epochs / train_seconds,
         "pairs_used": used,
@@ -304,7 +306,7 @@ def main() -> int:
         from rewardlab.train import TrainConfig
         from rewardlab.train.trainer import RewardTrainer
 
-        def make_trainer(engine: dict[str, str]) -> RewardTrainer:
+        def make_trainer(engine: dict[str, Any]) -> RewardTrainer:
             return RewardTrainer(TrainConfig(data=str(train_path), eval_data=str(eval_path), num_threads=threads,
                                              output=str(folder / "profile" / str(len(engine))), save_every=0,
                                              **EQUAL_WORK, **engine))
