@@ -419,7 +419,14 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
     # episode rewards score Sample.metadata["episode"], which text attacks never touch: their attacks are
     # tests/adversarial/test_episode_attacks.py
     episode_families = {"task_success", "tool_use", "episode_citation", "turn_format"}
-    assert set(rewardlab.available()) - model_families - episode_families == set(BUILT_IN)
+    # a remote environment over a protocol, like remote:, needs a server: tests/test_protocols_*.py attack it
+    network_families = {"ors:http://HOST:PORT", "openenv:http://HOST:PORT", "nemo:http://HOST:PORT"}
+    # scores made of other rewards' scores: monitor scores exactly as its reward (a property test), personal is a
+    # weighted sum of its features (attack the features), majority pays agreement within a group, which one text
+    # cannot fake alone (tests/test_majority.py: ties, weak majorities and a verifier-rejected consensus pay none)
+    derived_families = {"monitor", "personal", "majority"}
+    assert set(rewardlab.available()) - model_families - episode_families - network_families - derived_families \
+        == set(BUILT_IN)
 
 
 # ---- rewards with models: the MiniLM encoder shipped in a wheel, and tiny random models built here ----
