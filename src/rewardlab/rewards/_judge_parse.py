@@ -24,7 +24,8 @@ from typing import Any
 
 #: Built-in templates, by name (files `rewards/templates/NAME.txt`); the v1 files stay for reproducibility.
 BUILTIN_TEMPLATES = ("pointwise-v1", "principles-v1", "pairwise-v1", "yesno-v1", "criteria-v1",
-                     "pointwise-v2", "principles-v2", "pairwise-v2", "yesno-v2", "criteria-v2")
+                     "pointwise-v2", "principles-v2", "pairwise-v2", "yesno-v2", "criteria-v2",
+                     "meta-v1", "listwise-v1")
 
 _FLAGS = re.IGNORECASE | re.ASCII
 _LEAD = r"[\s>*#_\-]*"  # markdown a judge may put before its verdict
@@ -39,12 +40,13 @@ _YES_NO_LINE = re.compile(
     _LEAD + r"(?:(?:final\s+)?(?:answer|verdict)\s*[:=]\s*)?\**\s*(yes|no)" + _TAIL, _FLAGS)
 #: Broader than the parsers on purpose: any quoted line that starts like a verdict label is defanged.
 _VERDICT_LABEL = re.compile(
-    _LEAD + r"(?:final\s+)?(?:score|rating|grade|winner|verdict|answer|better(?:\s+response)?)[\s*_]*[:=]", _FLAGS)
+    _LEAD + r"(?:final\s+)?(?:score|rating|grade|winner|verdict|answer|ranking|better(?:\s+response)?)[\s*_]*[:=]",
+    _FLAGS)
 _REFUSAL = re.compile(
     r"\b(I\s*(?:'m|am)\s+sorry|I\s+(?:can(?:'|no)?t|cannot|won't|will\s+not|am\s+unable\s+to|'m\s+unable\s+to)"
     r"\s+(?:help|assist|evaluate|grade|rate|judge|comply|provide|do\s+that|engage)|as\s+an\s+AI)", re.IGNORECASE)
 #: Tag-shaped text that could open or close a quoted block (with or without a fence suffix); escaped in quotes.
-_TAGS = re.compile(r"<\s*/?\s*(?:response|prompt|reference)[^<>]*>", re.IGNORECASE)  # linear: stops at <
+_TAGS = re.compile(r"<\s*/?\s*(?:response|prompt|reference|critique)[^<>]*>", re.IGNORECASE)  # linear: stops at <
 FENCE_CHARS = 12
 
 
