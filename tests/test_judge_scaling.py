@@ -229,3 +229,29 @@ def test_bad_scaling_options_name_the_option(rules: tuple[RulesServer, str]) -> 
         make(url, mode="round-robin", tournament="elo")
     with pytest.raises(ValueError, match="scoring must be 'text'"):
         make(url, mode="listwise", scoring="logits")
+
+
+def test_eval_writes_the_accuracy_against_k_curve(tmp_path: Path) -> None:
+    from rewardlab.cli import main
+    from rewardlab.evaluate.judge_scaling import parse_ks
+
+    pairs = [{"prompt": f"q{n}", "chosen": f"answer with quality {c}", "rejected": f"answer with quality {r}"}
+             for n, (c, r) in enumerate([(4, 3), (3, 2), (5, 1), (2, 3), (4, 4)])]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    server = RulesServer(critic)
+    with serve_rules(server) as url:
+        code = main(["eval", "-r", f'{{"judge:{url}": {{samples: 5}}}}', "-i", str(data), "-o", str(tmp_path / "out"),
+                     "--judge-k", "1,3,5", "--robustness-pairs", "0", "--no-report", "--quiet"])
+        assert code == 0
+        curve = json.loads((tmp_path / "out" / "metrics.json").read_text())["judge_k"]
+        assert curve["ks"] == [1, 3, 5] and curve["pairs"] == 5
+        for k, accuracy in zip(curve["ks"], curve["accuracy"], strict=True):  # the same as a k-sample judge
+            scores = make(url, samples=k, temperature=0.7).score([s for p in pairs for s in (
+                Sample(prompt=p["prompt"], response=p["chosen"]), Sample(prompt=p["prompt"], response=p["rejected"]))])
+            values = [s.value or 0.0 for s in scores]
+            points = [0.5 if c == r else float(c > r) for c, r in zip(values[0::2], values[1::2], strict=True)]
+            assert accuracy == pytest.approx(sum(points) / len(points))
+    assert parse_ks("5, 1,3") == [1, 3, 5]
+    with pytest.raises(ValueError, match="'x' is not an integer"):
+        parse_ks("1,x")

@@ -53,6 +53,8 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     cmd.add_argument("--step-threshold", type=float, default=0.5, metavar="X",
                      help="process rewards: a step scoring below X is predicted wrong (0.5)")
     cmd.add_argument("--no-report", action="store_true", help="skip report.html")
+    cmd.add_argument("--judge-k", default=None, metavar="K,K,...",
+                     help="a judge's pairwise accuracy against k sampled answers per verdict (1,3,5): metrics judge_k")
     cmd.set_defaults(run=run_eval)
 
 
@@ -140,6 +142,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.compare is not None:
         return _run_compare(args)
+    judge_k = None
+    if args.judge_k is not None:
+        from rewardlab.evaluate.judge_scaling import parse_ks
+
+        try:
+            judge_k = parse_ks(args.judge_k)
+        except ValueError as error:
+            raise terminal.CLIError(str(error), code=2) from None
     try:
         with terminal.RewardBars(args.quiet) as bars:
             result = evaluate(
@@ -147,7 +157,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 subset_weights=args.subset_weights, on_start=bars.start, on_warning=warn, workers=args.workers,
                 timeout=args.timeout, seed=args.seed, rows=args.rows, robustness_pairs=args.robustness_pairs,
                 n_bins=args.bins, step_threshold=args.step_threshold, report=not args.no_report,
-                data_format=args.data_format, split=args.split,
+                data_format=args.data_format, split=args.split, judge_k=judge_k,
             )
     except LimitNotHonouredError as error:
         raise terminal.CLIError(str(error), code=2) from None
