@@ -342,6 +342,7 @@ def evaluate(
     data_format: str = "auto",
     split: str | None = None,
     data_name: str | None = None,
+    judge_k: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Evaluate one or more rewards on preference / best-of-N / step-labelled / RewardBench v1 or v2 data.
 
@@ -394,6 +395,10 @@ def evaluate(
                 section_weights=weights, seed=seed, robustness_pairs=robustness_pairs, n_bins=n_bins,
                 step_threshold=step_threshold, on_progress=advance,
             )
+            if judge_k:  # the judge's accuracy against k sampled answers per verdict (issue 19)
+                from rewardlab.evaluate.judge_scaling import judge_k_curve
+
+                metrics["judge_k"] = judge_k_curve(reward, eval_data.pairs, judge_k)
             per_reward[label] = metrics
             raws[label] = raw
     finally:
