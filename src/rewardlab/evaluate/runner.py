@@ -30,6 +30,7 @@ from rewardlab.evaluate.plan import EvalPlan, plan_samples
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores
 from rewardlab.evaluate.robustness import PERTURBATIONS, compare_both_orders, perturbation_effect, verdict_values
+from rewardlab.evaluate.uncertainty import spread_report
 from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.provenance import library_versions, reward_provenance
 from rewardlab.runtime.batching import score_in_batches
@@ -280,6 +281,8 @@ def evaluate_reward(
         "benchmark": benchmark_scores(data, plan, scores, pv.verdicts, step_threshold),  # RM-Bench, RMB, ...
         **_statistics(values, pv, scores),
     }
+    metrics["uncertainty"] = spread_report([scores[c] for c, _ in plan.pair_index],  # is the spread high where wrong?
+                                           [scores[r] for _, r in plan.pair_index], [p.tie for p in plan.pair_meta])
     std = metrics["statistics"]["all"]["std"]
     comparer = reward if pv.judged_by_verdicts and isinstance(reward, PairwiseComparer) else None
     metrics["robustness"] = _robustness(

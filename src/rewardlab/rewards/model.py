@@ -228,6 +228,12 @@ class ModelReward(HeldState, Reward):
         return torch.bfloat16
 
     # ------------------------------------------------------------------ scoring
+    def _forward(self, model: Any, encoded: list[Any]) -> tuple[Any, list[dict[str, Any]]]:
+        """The model's `RewardOutput` for the encoded samples, and extra `info` per sample (none here)."""
+        out = model.score_encoded(encoded, batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens,
+                                  autocast_dtype=self._autocast_dtype())
+        return out, [{} for _ in encoded]
+
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         from rewardlab.data.encoding import encode_sample
 
@@ -262,8 +268,7 @@ class ModelReward(HeldState, Reward):
             encoded.append(item)
             positions.append(i)
         if encoded:
-            out = model.score_encoded(encoded, batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens,
-                                      autocast_dtype=self._autocast_dtype())
+            out, extra = self._forward(model, encoded)
             mean, std = self.mean_std() if self.normalize else (0.0, 1.0)
             names = model.objective_names
             multi = len(names) > 1
@@ -272,6 +277,7 @@ class ModelReward(HeldState, Reward):
                 objectives = {n: float(out.objectives[j, k]) for k, n in enumerate(names)} if multi else {}
                 info: dict[str, Any] = {"tokens": len(encoded[j].input_ids), "truncated": encoded[j].truncated,
                                         **encoded[j].cut()}
+                info.update(extra[j])
                 if i in repaired:
                     info["reason"] = "lone surrogates in the response were replaced by U+FFFD before tokenizing"
                 scores[i] = Score(value=value, objectives=objectives, info=info)
