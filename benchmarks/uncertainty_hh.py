@@ -94,9 +94,6 @@ def main() -> int:
     rows[f"MC dropout, member 0 ({args.passes} passes, p 0.1)"] = measure(
         {"uncertain": {"source": "mc_dropout", "model": f"rm:{members[0]}", "passes": args.passes, "dropout": 0.1,
                        "penalty": 0.0}})
-    rows[f"MC dropout, WARM ({args.passes} passes, p 0.1)"] = measure(
-        {"uncertain": {"source": "mc_dropout", "model": f"rm:{warm}", "passes": args.passes, "dropout": 0.1,
-                       "penalty": 0.0}})
     result = {"data": "hh-rlhf-harmless-1800 rows 1500:1800 (train: rows 0:1500)", "steps_per_member": args.steps,
               "preset": "fast", "members": MEMBERS, "rows": rows, "machine": machine_record(),
               "note": "measured on a 2-core AMD EPYC with avx512_bf16 with other work running"}
