@@ -18,13 +18,13 @@ from rewardlab.evaluate.metrics import (
     position_consistency,
     reward_statistics,
     section_scores,
-    spearman,
     subset_accuracy,
 )
 from rewardlab.evaluate.process import first_error_f1, first_error_prediction
 from rewardlab.evaluate.rewardbench import best_of_k_result, rewardbench2_scores, rewardbench_v1_scores, ties_score
 from rewardlab.evaluate.robustness import PERTURBATIONS, perturbation_effect
 from rewardlab.evaluate.runner import evaluate, evaluate_reward
+from rewardlab.normalize import spearman
 from rewardlab.types import PairwiseComparer, StepRow
 
 __all__ = [
