@@ -154,15 +154,14 @@ def test_groups_are_scored_apart(rules: tuple[RulesServer, str]) -> None:
 
 
 def test_vote_ties_are_the_mean_of_the_tied_verdicts() -> None:
-    answers = iter(["Winner: A", "Winner: B"] * 2)
+    answers = iter(["Score: 2", "Score: 4", "Winner: A", "Winner: B", "Winner: B", "Winner: A"])
     server = RulesServer(lambda m, b: next(answers))
     with serve_rules(server) as url:
-        reward = make(url, mode="pointwise", samples=2, aggregate="vote",
-                                 concurrency=1)
-        pairwise = make(url, mode="pairwise", samples=2, aggregate="vote",
-                                   concurrency=1)
-        (score,) = pairwise.score([Sample(prompt="q", response="x", reference="y")])
-    assert score.objectives == {"as_first": 0.5, "as_second": 0.5} and reward.samples == 2
+        (score,) = make(url, samples=2, aggregate="vote", concurrency=1).score([Sample(prompt="q", response="x")])
+        assert score.value == 0.5 and score.info["vote_tie"]  # votes 2 and 4 on 1-5: 3, not the lower 2
+        (versus,) = make(url, mode="pairwise", samples=2, aggregate="vote", concurrency=1).score(
+            [Sample(prompt="q", response="x", reference="y")])
+    assert versus.objectives == {"as_first": 0.5, "as_second": 0.5}  # A/B splits are ties, not wins for B
 
 
 def critic(messages: list[dict[str, str]], body: dict[str, Any]) -> str:
