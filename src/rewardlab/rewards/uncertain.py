@@ -80,7 +80,7 @@ def _member_specs(source: Any) -> list[Any]:
     raise SpecError(f"uncertain: source must be a list of reward specs, 'mc_dropout' or 'quantiles', got {source!r}")
 
 
-@register("uncertain", usage='{"uncertain": {"source": ["rm:A", "rm:B"] | "mc_dropout" | "quantiles", ...}}')
+@register("uncertain")
 class UncertainReward(Reward):
     """Mean − penalty·spread, with the spread from an ensemble, MC dropout or a quantile head (see the module)."""
 
