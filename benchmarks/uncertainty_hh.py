@@ -86,19 +86,21 @@ def main() -> int:
 
     members = train_members(args.models, args.steps)
     warm = average_model_folders(members, args.models / "warm")
+    specs: dict[str, Any] = {"WARM of 3": f"rm:{warm}",
+                             "ensemble of 3": {"uncertain": {"source": [f"rm:{p}" for p in members], "penalty": 0.0}},
+                             f"MC dropout, member 0 ({args.passes} passes, p 0.1)": {"uncertain": {
+                                 "source": "mc_dropout", "model": f"rm:{members[0]}", "passes": args.passes,
+                                 "dropout": 0.1, "penalty": 0.0}}}
+    specs.update({f"single (member {i})": f"rm:{path}" for i, path in enumerate(members)})
     rows: dict[str, dict[str, Any]] = {}
-    for i, path in enumerate(members):
-        rows[f"single (member {i})"] = measure(f"rm:{path}")
-    rows["WARM of 3"] = measure(f"rm:{warm}")
-    rows["ensemble of 3"] = measure({"uncertain": {"source": [f"rm:{p}" for p in members], "penalty": 0.0}})
-    rows[f"MC dropout, member 0 ({args.passes} passes, p 0.1)"] = measure(
-        {"uncertain": {"source": "mc_dropout", "model": f"rm:{members[0]}", "passes": args.passes, "dropout": 0.1,
-                       "penalty": 0.0}})
     result = {"data": "hh-rlhf-harmless-1800 rows 1500:1800 (train: rows 0:1500)", "steps_per_member": args.steps,
               "preset": "fast", "members": MEMBERS, "rows": rows, "machine": machine_record(),
               "note": "measured on a 2-core AMD EPYC with avx512_bf16 with other work running"}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "uncertainty_hh.json").write_text(json.dumps(result, indent=2) + "\n")
+    for name, spec in specs.items():  # the file is rewritten after each row: a cut run keeps what it measured
+        rows[name] = measure(spec)
+        print(name, rows[name], flush=True)
+        (RESULTS / "uncertainty_hh.json").write_text(json.dumps(result, indent=2) + "\n")
     header = ("reward", "accuracy", "ECE (fitted T)", "ECE (T=1)", "spread AUROC", "spread ok / wrong")
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
