@@ -3,9 +3,9 @@
 Ramé et al. 2024, "WARM: On the Benefits of Weight Averaged Reward Models": fine-tunes that share their
 initialisation stay linearly mode-connected, so the mean of their weights is a model as good as the ensemble of
 them at the cost of one. Models with different architectures, objectives, poolings or tokenizers are refused, and
-so are models that do not look like fine-tunes of one initialisation: some tensor is further apart between two
-of them than `max_relative_distance` (‖a − b‖ / max(‖a‖, ‖b‖); two independent random initialisations give
-about √2, fine-tunes of one initialisation far less).
+so are models that do not look like fine-tunes of one initialisation: their weights (all floating-point tensors
+as one vector) are further apart than `max_relative_distance` (‖a − b‖ / max(‖a‖, ‖b‖); two independent random
+initialisations give about √2, fine-tunes of one initialisation far less).
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ def check_averageable(models: Sequence[RewardModel], names: Sequence[str],
             if tensor.shape != state[key].shape:
                 raise ValueError(f"cannot average {name} with {first_name}: {key} has shape "
                                  f"{tuple(state[key].shape)}, not {tuple(tensor.shape)}")
-            if not tensor.is_floating_point():
-                continue
-            distance = relative_distance(tensor, state[key])
-            if distance > max_relative_distance:
-                raise ValueError(
-                    f"cannot average {name} with {first_name}: {key} is {distance:.3f} apart (relative), over "
-                    f"{max_relative_distance}; they do not look like fine-tunes of one initialisation (train them "
-                    "from the same backbone with the same seed for the head, varying data order or hyperparameters)")
+        floats = [key for key, tensor in states[0].items() if tensor.is_floating_point()]
+        distance = relative_distance(torch.cat([states[0][k].detach().double().flatten() for k in floats]),
+                                     torch.cat([state[k].detach().double().flatten() for k in floats]))
+        if distance > max_relative_distance:
+            raise ValueError(
+                f"cannot average {name} with {first_name}: their weights are {distance:.3f} apart (relative), over "
+                f"{max_relative_distance}; they do not look like fine-tunes of one initialisation (train them "
+                "from the same backbone with the same seed for the head, varying data order or hyperparameters)")
 
 
 def average_reward_models(models: Sequence[RewardModel], *, names: Sequence[str] | None = None,
