@@ -200,7 +200,8 @@ def localise(specs: list[str], problems: int, seed: int = 0) -> dict[str, dict[s
 def train_localisers(folder: Path, problems: int, steps: int, seed: int = 0) -> list[str]:
     """Train the two models the localisation table needs on GSM8K *train* problems (the table is on test): an
     outcome RM on (gold ≻ one-step-corrupted) solution pairs, and a PRM on the same rows' step labels; both
-    all-MiniLM-L6-v2, `steps` optimizer steps, length 256. Returns the specs to localise with."""
+    all-MiniLM-L6-v2 with the lowest 3 of its 6 layers frozen, `steps` optimizer steps, length 256. Returns the specs
+    to localise with."""
     import gzip
     import random
 
@@ -217,7 +218,8 @@ def train_localisers(folder: Path, problems: int, steps: int, seed: int = 0) -> 
                             rejected="\n\n".join(r.steps))
              for r in rows if r.label >= 0 and r.id and r.id.removesuffix("-bad") in gold]
     common: dict[str, Any] = {"backbone": "minilm", "max_steps": steps, "batch_size": 16, "max_length": 256,
-                              "eval_split": 0.0, "seed": seed, "log_every": 10, "save_every": 0, "warmup_ratio": 0.05}
+                              "freeze_layers": 3, "eval_split": 0.0, "seed": seed, "log_every": 10, "save_every": 0,
+                              "warmup_ratio": 0.05}
     runs: tuple[tuple[str, TrainConfig, dict[str, Any]], ...] = (
         ("orm", TrainConfig(objective="pairwise", output=str(folder / "orm"), **common), {"pairs": pairs}),
         ("prm", TrainConfig(objective="process", output=str(folder / "prm"), after_first_error="ignore", **common),
@@ -243,7 +245,7 @@ def main() -> None:
     parser.add_argument("--train-localisers", metavar="DIR", default=None,
                         help="first train an outcome RM and a PRM on GSM8K train into DIR and localise with them")
     parser.add_argument("--train-problems", type=int, default=600)
-    parser.add_argument("--train-steps", type=int, default=150)
+    parser.add_argument("--train-steps", type=int, default=100)
     args = parser.parse_args()
     results: dict[str, Any] = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
     if args.train_localisers:
