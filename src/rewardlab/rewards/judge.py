@@ -33,6 +33,7 @@ from typing import Any
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import Completion, Conversation, HFBackend, OpenAIBackend
+from rewardlab.rewards._judge_cost import CostControl, CostedJudge, calls_per_sample
 from rewardlab.rewards._judge_parse import (
     Template,
     Verdict,
@@ -102,7 +103,7 @@ def _read_criteria_file(path: str) -> list[tuple[str, str, float]]:
     return _criteria_list([line.strip() for line in text.splitlines() if line.strip()], f"criteria_file {path}")
 
 
-class JudgeReward(Reward):
+class JudgeReward(CostedJudge, Reward):
     """An LLM judge as a reward (see the module docstring for MODEL and the modes)."""
 
     name = "judge"
@@ -114,7 +115,8 @@ class JudgeReward(Reward):
                  criterion: str = DEFAULT_CRITERION, criteria: list[Any] | None = None,
                  criteria_file: str | None = None, criteria_from: str | None = None, max_criteria: int = 8,
                  principles: list[str] | str | None = None, user_principles: Mapping[str, Any] | None = None,
-                 max_chars: int = 6000, **backend_options: Any) -> None:
+                 max_chars: int = 6000, cache: bool | str | None = None, budget: Mapping[str, Any] | None = None,
+                 prices: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if scoring not in ("text", "logits"):
@@ -171,6 +173,7 @@ class JudgeReward(Reward):
             self.honours = frozenset({"timeout"})
         self._generated: dict[str, list[tuple[str, str, float]] | None] = {}
         self._lock = threading.Lock()
+        self._cost = CostControl(cache=cache, budget=budget, prices=prices, calls_per_sample=calls_per_sample(self))
 
     # ------------------------------------------------------------------ plumbing
     def __getstate__(self) -> dict[str, Any]:
@@ -292,7 +295,7 @@ class JudgeReward(Reward):
         return (raw - self.low) / (self.high - self.low)
 
     # ------------------------------------------------------------------ modes
-    def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
+    def _score_computed(self, samples: Sequence[Sample]) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
         for i, sample in enumerate(samples):
             if not isinstance(sample.response, str):
