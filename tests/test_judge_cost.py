@@ -139,3 +139,16 @@ def test_no_minute_window_holds_more_requests_than_the_limit(steps: list[tuple[i
             assert requests > limit
     for t, _ in sent:
         assert sum(n for u, n in sent if t - 60 + 1e-6 < u <= t) <= limit  # 1 µs: float rounding of sleeps
+
+
+def test_the_servers_metrics_list_each_components_ledger() -> None:
+    from rewardlab.serve.metrics import ServerMetrics
+
+    script = Script([(200, "Score: 5")])
+    with scripted(script) as url:
+        reward = judge(url)
+        reward.score(group("q", ["a", "a"]))
+    text = ServerMetrics().render(reward)
+    assert 'rewardlab_component_requests{component="judge"} 1' in text
+    assert 'rewardlab_component_prompt_tokens{component="judge"} 11' in text
+    assert 'rewardlab_component_duplicates{component="judge"} 1' in text

@@ -10,6 +10,8 @@ import math
 import threading
 from collections.abc import Sequence
 
+from rewardlab.runtime.accounting import component_usage
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Seconds: request latency and queue wait."""
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -140,9 +142,13 @@ class ServerMetrics:
         self.queue_depth = Gauge("rewardlab_queue_depth", "samples waiting to be scored")
         self.in_flight = Gauge("rewardlab_in_flight_requests", "scoring requests being served")
 
-    def render(self) -> str:
-        """The whole exposition text."""
+    def render(self, reward: object = None) -> str:
+        """The whole exposition text; with `reward`, each component's ledger (judge requests, tokens, USD)."""
         lines: list[str] = []
+        for component, counters in component_usage(reward).items() if reward is not None else ():
+            for key, value in counters.items():
+                lines += [f"# TYPE rewardlab_component_{key} gauge",
+                          f"rewardlab_component_{key}{_labels((('component', component),))} {_number(value)}"]
         for metric in (self.requests, self.samples, self.sample_errors, self.rejected, self.batch_size, self.latency,
                        self.queue_wait, self.batch_seconds, self.queue_depth, self.in_flight):
             lines += metric.render()

@@ -155,7 +155,7 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
     @app.get("/metrics")
     async def prometheus() -> Response:
         state.count("/metrics", 200)
-        return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(state.metrics.render(state.reward), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/info")
     async def describe() -> Response:
