@@ -31,17 +31,17 @@ from _machine import machine_record
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results"
-MEMBERS = 3
+MEMBERS = 3  # default; --members overrides
 
 
-def train_members(folder: Path, steps: int) -> list[Path]:
+def train_members(folder: Path, steps: int, count: int = MEMBERS) -> list[Path]:
     """Train the members missing from `folder`: one initialisation, data order shuffled per member."""
     from rewardlab.data.preference import load_preferences
     from rewardlab.train import TrainConfig, train_reward_model
 
     pairs = list(load_preferences(DATA, limit=1500))
     paths = []
-    for i in range(MEMBERS):
+    for i in range(count):
         path = folder / f"member{i}"
         paths.append(path)
         if (path / "config.json").is_file():
@@ -81,20 +81,22 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "rewardlab-uncertainty-hh")
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--members", type=int, default=MEMBERS)
     args = parser.parse_args()
     from rewardlab.models.averaging import average_model_folders
 
-    members = train_members(args.models, args.steps)
+    members = train_members(args.models, args.steps, args.members)
     warm = average_model_folders(members, args.models / "warm")
-    specs: dict[str, Any] = {"WARM of 3": f"rm:{warm}",
-                             "ensemble of 3": {"uncertain": {"source": [f"rm:{p}" for p in members], "penalty": 0.0}},
+    specs: dict[str, Any] = {f"WARM of {len(members)}": f"rm:{warm}",
+                             f"ensemble of {len(members)}": {"uncertain": {"source": [f"rm:{p}" for p in members],
+                                                                           "penalty": 0.0}},
                              f"MC dropout, member 0 ({args.passes} passes, p 0.1)": {"uncertain": {
                                  "source": "mc_dropout", "model": f"rm:{members[0]}", "passes": args.passes,
                                  "dropout": 0.1, "penalty": 0.0}}}
     specs.update({f"single (member {i})": f"rm:{path}" for i, path in enumerate(members)})
     rows: dict[str, dict[str, Any]] = {}
     result = {"data": "hh-rlhf-harmless-1800 rows 1500:1800 (train: rows 0:1500)", "steps_per_member": args.steps,
-              "preset": "fast", "members": MEMBERS, "rows": rows, "machine": machine_record(),
+              "preset": "fast", "members": len(members), "rows": rows, "machine": machine_record(),
               "note": "measured on a 2-core AMD EPYC with avx512_bf16 with other work running"}
     RESULTS.mkdir(parents=True, exist_ok=True)
     for name, spec in specs.items():  # the file is rewritten after each row: a cut run keeps what it measured
