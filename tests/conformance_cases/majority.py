@@ -11,6 +11,6 @@ VOTES = [Sample(prompt="1/2 + 0?", response=r, group="g", reference=ref)
 
 CASES: dict[str, tuple[Any, list[Sample]]] = {
     "majority": ({"majority": {"verifier": "math"}},
-                 VOTES + [Sample(prompt="2 + 2?", response="\\boxed{5}", group="h", reference="4"),
-                          Sample(prompt="2 + 2?", response="\\boxed{5}", group="h", reference="4")]),
+                 [*VOTES, Sample(prompt="2 + 2?", response="\\boxed{5}", group="h", reference="4"),
+                  Sample(prompt="2 + 2?", response="\\boxed{5}", group="h", reference="4")]),
 }

@@ -2,7 +2,8 @@
 foreach over tensor lists), the named phases of a step, and a profile of a few steps as seconds per phase.
 
 Why (docs/training.md has the measurements): torch's per-tensor AdamW loop makes seven elementwise passes over
-each of MiniLM's 200 tensors; the fused kernel makes one and gives the same update. The phases are `torch.profiler.record_function` scopes, free when no profiler runs.
+each of MiniLM's 200 tensors; the fused kernel makes one and gives the same update. The phases are
+`torch.profiler.record_function` scopes, free when no profiler runs.
 """
 
 from __future__ import annotations
