@@ -337,6 +337,8 @@ BUILT_IN: dict[str, tuple[object, list[AttackSample]]] = {
     "sql_overlap": ("sql_overlap", [A("French cities", "SELECT name FROM city WHERE country = 'FR'",
                                       {**_DB, "gold": "SELECT name FROM city WHERE country = 'FR'"},
                                       "SELECT id FROM country")]),
+    "verdict": ("verdict", [A("Which answer is better, A or B?", "A is correct and polite.\nWinner: A", "A",
+                              "B is shorter.\nWinner: B")]),
     "reasoning_gym": ("reasoning_gym", [A("Calculate 2 + 3.", "5", {"dataset": "basic_arithmetic", "entry": {
         "question": "Calculate 2 + 3.", "answer": "5", "metadata": {"source_dataset": "basic_arithmetic"}}}, "6")]),
 }
@@ -415,7 +417,7 @@ def test_every_built_in_reward_that_needs_no_download_is_attacked() -> None:
     import rewardlab
 
     model_families = {"rm:PATH", "prm:PATH", "judge:MODEL", "implicit:POLICY", "remote:http://HOST:PORT",
-                      "semantic", "bertscore", "diversity", "redistribute", "shaping", "bounded_steps"}
+                      "semantic", "bertscore", "diversity", "redistribute", "shaping", "bounded_steps", "uncertain"}
     # episode rewards score Sample.metadata["episode"], which text attacks never touch: their attacks are
     # tests/adversarial/test_episode_attacks.py
     episode_families = {"task_success", "tool_use", "episode_citation", "turn_format"}
