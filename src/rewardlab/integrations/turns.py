@@ -24,7 +24,7 @@ A rollout whose score is masked (`Score.trainer_value()` None) gets no credit an
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -142,33 +142,33 @@ def _check_turns(row: int, runs: list[tuple[int, int]], values: Sequence[float])
                          "values were given")
 
 
+def _turn_runs(turn_values: Sequence[Sequence[float]], mask: Any) -> Iterator[tuple[int, tuple[int, int], float]]:
+    """(row, (start, end) of the k-th run of 1s, turn k's value) for every row, the counts checked first."""
+    rows = _rows(mask)
+    if len(turn_values) != rows.shape[0]:
+        raise ValueError(f"{len(turn_values)} rows of turn values but the mask has {rows.shape[0]} rows")
+    for i, values in enumerate(turn_values):
+        runs = mask_runs(rows[i])
+        _check_turns(i, runs, values)
+        for run, value in zip(runs, values, strict=True):
+            yield i, run, value
+
+
 def trl_token_advantages(turn_values: Sequence[Sequence[float]], tool_mask: Any) -> Any:
     """TRL's (B, T) advantages: turn k's value on every token of the k-th run of 1s of `tool_mask` (TRL's mask of
     the policy's tokens), 0 on tool results and padding. A tensor mask gives a tensor."""
-    mask = _rows(tool_mask)
-    if len(turn_values) != mask.shape[0]:
-        raise ValueError(f"{len(turn_values)} rows of turn values but the mask has {mask.shape[0]} rows")
-    out = np.zeros(mask.shape, dtype=np.float64)
-    for i, values in enumerate(turn_values):
-        runs = mask_runs(mask[i])
-        _check_turns(i, runs, values)
-        for (start, end), value in zip(runs, values, strict=True):
-            out[i, start:end] = value
+    out = np.zeros(_rows(tool_mask).shape, dtype=np.float64)
+    for i, (start, end), value in _turn_runs(turn_values, tool_mask):
+        out[i, start:end] = value
     return same_kind(out, tool_mask)
 
 
 def verl_turn_scores(turn_values: Sequence[Sequence[float]], response_mask: Any) -> Any:
     """verl's (B, T) token-level scores: turn k's reward at the last token of the k-th run of 1s of `response_mask`
     (where the agent loop's `rm_scores` puts the one outcome, the final turn's last token)."""
-    mask = _rows(response_mask)
-    if len(turn_values) != mask.shape[0]:
-        raise ValueError(f"{len(turn_values)} rows of turn values but the mask has {mask.shape[0]} rows")
-    out = np.zeros(mask.shape, dtype=np.float64)
-    for i, values in enumerate(turn_values):
-        runs = mask_runs(mask[i])
-        _check_turns(i, runs, values)
-        for (_, end), value in zip(runs, values, strict=True):
-            out[i, end - 1] += value
+    out = np.zeros(_rows(response_mask).shape, dtype=np.float64)
+    for i, (_, end), value in _turn_runs(turn_values, response_mask):
+        out[i, end - 1] += value
     return same_kind(out, response_mask)
 
 

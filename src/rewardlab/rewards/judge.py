@@ -46,6 +46,7 @@ from rewardlab.rewards._judge_parse import (
     parse_yes_no,
     quote,
 )
+from rewardlab.runtime.pickling import LockFreePickle
 from rewardlab.types import Prompt, Reward, Sample, Score
 
 MODES = ("pointwise", "principles", "pairwise", "pyes", "checklist")
@@ -103,7 +104,7 @@ def _read_criteria_file(path: str) -> list[tuple[str, str, float]]:
     return _criteria_list([line.strip() for line in text.splitlines() if line.strip()], f"criteria_file {path}")
 
 
-class JudgeReward(CostedJudge, Reward):
+class JudgeReward(CostedJudge, LockFreePickle, Reward):
     """An LLM judge as a reward (see the module docstring for MODEL and the modes)."""
 
     name = "judge"
@@ -176,15 +177,6 @@ class JudgeReward(CostedJudge, Reward):
         self._cost = CostControl(cache=cache, budget=budget, prices=prices, calls_per_sample=calls_per_sample(self))
 
     # ------------------------------------------------------------------ plumbing
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
     def close(self) -> None:
         """Free the local model or close the HTTP pool."""
         self.backend.close()

@@ -39,6 +39,7 @@ import numpy as np
 from rewardlab.jsonl import dumps_row
 from rewardlab.normalize import spearman
 from rewardlab.registry import load, register
+from rewardlab.runtime.pickling import LockFreePickle
 from rewardlab.types import STATUSES, Reward, Sample, Score
 
 
@@ -56,7 +57,7 @@ def _steady(series: Sequence[float]) -> float | None:
 
 
 @register("monitor")
-class MonitorReward(Reward):
+class MonitorReward(LockFreePickle, Reward):
     """Scores as `reward` does and records per-step statistics and integrity flags (module docstring). Options:
     `reward` (a spec), `shadow` (a spec or None), `shadow_rate` (0.1), `log` (a JSONL path or None), `window`
     (20), `pass_threshold` (0.5), `dominance` (0.9), `collapse` (0.8), `saturation` (0.95), `divergence` (0.2),
@@ -96,15 +97,6 @@ class MonitorReward(Reward):
     def config(self) -> dict[str, Any]:
         """The options (the history is state, not configuration)."""
         return {k: v for k, v in super().config().items() if k != "history"}
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         scores = self.reward.score(samples)
