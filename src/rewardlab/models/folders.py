@@ -119,7 +119,7 @@ def load_folder(model_class: Any, path: str | Path, *, torch_dtype: Any = None, 
         )
     ensure_pad_token(tokenizer)
     dtype = as_dtype(torch_dtype)
-    dtype_option = {"dtype": dtype} if dtype is not None else {}
+    dtype_option: dict[str, Any] = {"dtype": dtype} if dtype is not None else {}
     layout = card.layout or LAYOUT_SEQUENCE_CLASSIFICATION
     options: dict[str, Any] = {
         "pooling": card.pooling or "auto",

@@ -200,7 +200,7 @@ class RewardModel(nn.Module):
         dtype = as_dtype(torch_dtype)
         with quiet_transformers(), refusing_pickles(path):
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-            options = {"dtype": dtype} if dtype is not None else {}
+            options: dict[str, Any] = {"dtype": dtype} if dtype is not None else {}
             model = AutoModel.from_pretrained(path, weights_only=True, trust_remote_code=False, **options)
         ensure_pad_token(tokenizer)
         if getattr(model.config, "pad_token_id", None) is None:
