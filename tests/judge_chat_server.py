@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from rewardlab.rewards._judge_backends import HFBackend
+from rewardlab.rewards._judge_local import HFBackend
 
 
 def create_chat_app(model_path: str, *, model_name: str = "local", device: str = "cpu") -> Any:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import rewardlab
 from rewardlab import Sample
 from rewardlab.progress import MissingExtraError
-from rewardlab.rewards._judge_backends import HFBackend
+from rewardlab.rewards._judge_local import HFBackend
 from rewardlab.rewards._judge_parse import (
     BUILTIN_TEMPLATES,
     load_template,

@@ -1,4 +1,5 @@
-"""Judge backends: a local Hugging Face causal LM (batched) and any OpenAI-compatible chat-completions endpoint.
+"""Judge backends: any OpenAI-compatible chat-completions endpoint here, a local Hugging Face causal LM in
+`_judge_local` (batched, shared-prefix KV cache), and what both share (answers, token accounting, seeds).
 
 Both answer the same two questions: `generate(conversations, ...)` (text completions) and
 `next_token_probs(conversations, candidates)` (probability of each candidate as the next token, read from the
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.progress import EXTRA_OF_MODULE, MissingExtraError
-from rewardlab.rewards._held import model_files_sha256
 from rewardlab.runtime.http import (
     DeadlineExceeded,
     HttpClient,
@@ -142,157 +142,6 @@ def sample_seed(seed: int, text: str, index: int) -> int:
     """A seed for draw `index` of one prompt: a function of the prompt text, never of the batch it came in."""
     digest = hashlib.sha256(f"{seed}:{index}:{text}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:4], "little")
-
-
-class HFBackend:
-    """A local Hugging Face causal LM (folder path): batched greedy or seeded sampled generation and next-token
-    probabilities; `precision` `bf16` runs forward passes under bfloat16 autocast."""
-
-    def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 8, precision: str = "fp32",
-                 max_length: int = 2048) -> None:
-        require_modules(f"judge:{path} (a local model)", "torch", "transformers")
-        if path == SMOLLM2_NAME:
-            path = smollm2_folder()
-        folder = Path(path).expanduser()
-        if not (folder / "config.json").is_file():
-            raise ValueError(f"judge: {path!r} is not a Hugging Face model folder (no config.json)")
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
-        self.path = str(folder)
-        self.model_name = folder.name
-        self.device = device
-        self.batch_size = int(batch_size)
-        self.precision = precision
-        self.max_length = int(max_length)
-        self.usage = Usage()
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_model=None, _tokenizer=None, _lock=None, usage=Usage())
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def describe(self) -> dict[str, Any]:
-        """What identifies this judge's answers: the model folder and how it runs."""
-        return {"kind": "hf", "path": self.path, "sha256": model_files_sha256(self.path), "precision": self.precision,
-                "max_length": self.max_length}
-
-    def close(self) -> None:
-        """Free the model (reloaded on next use)."""
-        self._model = None
-        self._tokenizer = None
-
-    def load(self) -> tuple[Any, Any]:
-        """The model and tokenizer, loaded on first use."""
-        with self._lock:
-            if self._model is None:
-                from rewardlab.models.causal_lm import load_causal_lm
-
-                self._model, self._tokenizer = load_causal_lm(self.path, device=self.device, torch_dtype="float32",
-                                                              padding_side="left")
-            return self._model, self._tokenizer
-
-    def render(self, conversation: Conversation) -> str:
-        """The conversation as the model's chat template renders it, ready for the assistant's turn."""
-        _, tokenizer = self.load()
-        if getattr(tokenizer, "chat_template", None):
-            return str(tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True))
-        return "\n\n".join(m["content"] for m in conversation) + "\n\n"
-
-    def _encode(self, texts: Sequence[str], room: int = 1) -> Any:
-        """Left-padded, left-truncated token ids leaving `room` positions for generated tokens."""
-        model, tokenizer = self.load()
-        limit = self.max_length
-        positions = getattr(model.config, "max_position_embeddings", None)
-        if isinstance(positions, int) and positions > room + 16:
-            limit = min(limit, positions - room)
-        tokenizer.truncation_side = "left"
-        return tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True,
-                         max_length=limit, add_special_tokens=False, return_token_type_ids=False)
-
-    def _autocast(self) -> Any:
-        import contextlib
-
-        import torch
-
-        if self.precision == "bf16":
-            return torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 256,
-                 temperature: float = 0.0, n: int = 1, seed: int = 0) -> list[list[Completion]]:
-        """`n` completions per conversation: greedy (temperature 0, batched) or sampled with a seed per prompt."""
-        import torch
-
-        model, tokenizer = self.load()
-        texts = [self.render(c) for c in conversations]
-        out: list[list[Completion]] = [[] for _ in texts]
-        if temperature <= 0:
-            step = self.batch_size
-            groups = [list(range(i, min(i + step, len(texts)))) for i in range(0, len(texts), step)]
-        else:
-            groups = [[i] for i in range(len(texts))]
-        for group in groups:
-            batch = self._encode([texts[i] for i in group], room=max_new_tokens).to(self.device)
-            width = batch["input_ids"].shape[1]
-            draws: list[Any] = []
-            with torch.no_grad(), self._autocast():
-                if temperature <= 0:
-                    draws = [model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
-                                            pad_token_id=tokenizer.pad_token_id)]
-                else:
-                    for k in range(n):
-                        torch.manual_seed(sample_seed(seed, texts[group[0]], k))
-                        draws.append(model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=True,
-                                                    temperature=temperature, top_p=1.0, top_k=0,
-                                                    pad_token_id=tokenizer.pad_token_id))
-            for generated in draws:
-                for row, i in enumerate(group):
-                    new = generated[row, width:]
-                    text = tokenizer.decode(new, skip_special_tokens=True)
-                    used = int(batch["attention_mask"][row].sum())
-                    completion = Completion(text=text, prompt_tokens=used,
-                                            completion_tokens=int((new != tokenizer.pad_token_id).sum()))
-                    self.usage.add(completion)
-                    out[i].append(completion)
-            if temperature <= 0 and n > 1:  # greedy draws are all the same answer
-                for i in group:
-                    out[i] = out[i] * n
-        return out
-
-    def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
-                         *, prefix: str = "") -> list[list[float]]:
-        """P(next token) for each group of candidate strings (summed over its one-token candidates), per conversation.
-
-        `candidates` is a list of groups, e.g. `[["Yes", " Yes", "yes"], ["No", " No", "no"]]`; `prefix` is text the
-        assistant's answer starts with (e.g. "Answer: ").
-        """
-        import torch
-
-        model, tokenizer = self.load()
-        ids: list[list[int]] = []
-        for group in candidates:  # candidates that are one token; else the first token of the first candidate
-            encoded = [tokenizer.encode(text, add_special_tokens=False) for text in group]
-            single = sorted({e[0] for e in encoded if len(e) == 1})
-            ids.append(single or [next(e[0] for e in encoded if e)])
-        texts = [self.render(c) + prefix for c in conversations]
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = self._encode(texts[start:start + self.batch_size]).to(self.device)
-            positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)  # left padding must not shift them
-            with torch.no_grad(), self._autocast():
-                logits = model(**batch, position_ids=positions).logits[:, -1, :].float()
-            probs = torch.softmax(logits, dim=-1)
-            for row in range(probs.shape[0]):
-                out.append([float(probs[row, group].sum()) if group else 0.0 for group in ids])
-                self.usage.add(Completion(text=None, prompt_tokens=int(batch["attention_mask"][row].sum())))
-        return out
 
 
 class TokenBucket:

@@ -32,8 +32,9 @@ from typing import Any
 
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
-from rewardlab.rewards._judge_backends import Completion, Conversation, HFBackend, OpenAIBackend
+from rewardlab.rewards._judge_backends import Completion, Conversation, OpenAIBackend
 from rewardlab.rewards._judge_cost import CostControl, CostedJudge, calls_per_sample
+from rewardlab.rewards._judge_local import HFBackend
 from rewardlab.rewards._judge_parse import (
     Template,
     Verdict,
@@ -55,7 +56,7 @@ DEFAULT_TEMPLATES = {"pointwise": "pointwise-v2", "principles": "principles-v2",
 DEFAULT_CRITERION = "Is the response helpful, correct and harmless?"
 YES_TOKENS = ("Yes", " Yes", "yes", " yes", "YES")
 NO_TOKENS = ("No", " No", "no", " no", "NO")
-_BACKEND_OPTIONS = {"hf": ("device", "batch_size", "precision", "max_length"),
+_BACKEND_OPTIONS = {"hf": ("device", "batch_size", "precision", "max_length", "prefix_cache"),
                     "openai": ("model", "api_key", "concurrency", "rate", "burst", "timeout", "retries", "backoff",
                                "cache_dir", "top_logprobs")}
 _RAW_LIMIT = 2000
@@ -100,7 +101,12 @@ def _read_criteria_file(path: str) -> list[tuple[str, str, float]]:
         raise ValueError(f"criteria_file {path!r} does not exist")
     text = file.read_text("utf-8")
     if file.suffix in (".yaml", ".yml", ".json"):
-        return _criteria_list(load_yaml(text, f"criteria_file {path}"), f"criteria_file {path}")  # bounded
+        data = load_yaml(text, f"criteria_file {path}")  # bounded
+        if isinstance(data, Mapping):  # a rubric file (rewards/rubrics.py): versioned, fingerprinted
+            from rewardlab.rewards._rubric_store import rubric_from_dict
+
+            data = rubric_from_dict(data, f"criteria_file {path}").checklist()
+        return _criteria_list(data, f"criteria_file {path}")
     return _criteria_list([line.strip() for line in text.splitlines() if line.strip()], f"criteria_file {path}")
 
 
