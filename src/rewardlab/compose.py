@@ -2,7 +2,7 @@
 
 Combinators: weighted sum, product, min, gate (a hard constraint) and an ensemble with an uncertainty
 penalty. Normalisers (pure functions, then `Reward` wrappers): batch z-score, group normalisation (GRPO),
-rank, clip.
+GDPO (each component group-normalised on its own before the weighted sum), rank, clip.
 
 A composite keeps each part's value in `Score.objectives` under the part's name, and each part's own
 objectives as `"part.objective"`. Part errors are always listed in `Score.info["errors"]`, N/A parts in
@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardlab.dense import sum_spans
-from rewardlab.normalize import clip, group_normalize, rank_normalize, zscore
+from rewardlab.normalize import clip, decoupled_group_normalize, group_normalize, rank_normalize, zscore
 from rewardlab.registry import SpecError, register_combinator
 from rewardlab.types import Reward, Sample, Score
 
@@ -272,7 +272,8 @@ class Gate(Reward):
 
 class Normalized(Reward):
     """A reward whose values are normalised across the batch: `"zscore"`, `"group"` (GRPO, per
-    `Sample.group`; samples without a group are normalised together), `"rank"` or `"clip"`.
+    `Sample.group`; samples without a group are normalised together), `"gdpo"` (each objective in `weights`
+    group-normalised on its own, then the weighted sum z-scored over the batch), `"rank"` or `"clip"`.
 
     A failing VALUE (0 for a wrong or timed-out answer) is normalised like any value, so it gets the lowest
     advantage of its group. An errored sample is left out of the statistics; with `on_error="error"`
@@ -283,7 +284,8 @@ class Normalized(Reward):
     """
 
     def __init__(self, reward: Reward, method: str = "zscore", *, on_error: str = "error", **options: Any) -> None:
-        allowed = {"zscore": {"eps", "ddof"}, "group": {"scale", "eps", "ddof"}, "rank": set(), "clip": {"low", "high"}}
+        allowed = {"zscore": {"eps", "ddof"}, "group": {"scale", "eps", "ddof"}, "rank": set(), "clip": {"low", "high"},
+                   "gdpo": {"weights", "batch", "scale", "eps", "ddof"}}
         if method not in allowed:
             raise ValueError(f"normalisation method must be one of {sorted(allowed)}, got {method!r}")
         unknown = set(options) - allowed[method]
@@ -293,6 +295,8 @@ class Normalized(Reward):
             raise ValueError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}")
         if method == "clip":
             clip([], options.get("low"), options.get("high"))  # validates the bounds
+        if method == "gdpo":
+            options = {**options, "weights": _gdpo_weights(reward, options.get("weights"))}
         self.reward = reward
         self.method = method
         self.on_error: OnError = on_error  # type: ignore[assignment]
@@ -305,7 +309,7 @@ class Normalized(Reward):
         if self.method == "clip" and self.options.get("low") is not None:
             return float(self.options["low"])
         pool = [v for j, v in enumerate(normed)
-                if v is not None and (self.method != "group" or samples[j].group == samples[index].group)]
+                if v is not None and (self.method not in ("group", "gdpo") or samples[j].group == samples[index].group)]
         return min(pool) if pool else None
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
@@ -315,6 +319,10 @@ class Normalized(Reward):
             normed = zscore(raw, **self.options)
         elif self.method == "group":
             normed = group_normalize(raw, [s.group for s in samples], **self.options)
+        elif self.method == "gdpo":
+            columns = {name: [s.objectives.get(name) if s.value is not None else None for s in scores]
+                       for name in self.options["weights"]}
+            normed = decoupled_group_normalize(columns, [s.group for s in samples], **self.options)
         elif self.method == "rank":
             normed = rank_normalize(raw)
         else:
@@ -341,6 +349,22 @@ class Normalized(Reward):
     def objective_names(self) -> tuple[str, ...]:
         """`raw` (the value before normalisation) and the wrapped reward's objectives."""
         return ("raw", *self.reward.objective_names())
+
+
+def _gdpo_weights(reward: Reward, weights: Any) -> dict[str, float]:
+    """GDPO's components and weights: `weights` (objective → weight) as given, else a sum's parts and weights, else
+    the reward's declared top-level objectives (a checklist's criteria) at weight 1."""
+    if weights is not None:
+        if not isinstance(weights, Mapping) or not weights or not all(
+                isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w) for w in weights.values()):
+            raise ValueError(f"gdpo: weights must be a non-empty mapping objective → finite number, got {weights!r}")
+        return {str(name): float(w) for name, w in weights.items()}
+    if isinstance(reward, WeightedSum):
+        return {name: w for (name, _), w in zip(reward.parts, reward.weights, strict=True)}
+    names = [name for name in reward.objective_names() if "." not in name]
+    if not names:
+        raise ValueError(f"gdpo: {reward.name} declares no objectives to normalise; give weights (objective → weight)")
+    return dict.fromkeys(names, 1.0)
 
 
 # --------------------------------------------------------------------------------------- spec builders
@@ -437,6 +461,9 @@ def _normaliser(method: str) -> Callable[[Any, Load], Reward]:
 register_combinator("zscore", 'z-score over the batch: {"zscore": "rm:./rm"}')(_normaliser("zscore"))
 register_combinator("group_norm", 'GRPO group normalisation: {"group_norm": {"reward": "math", "scale": true}}')(
     _normaliser("group")
+)
+register_combinator("gdpo", 'GDPO, each component group-normalised: {"gdpo": {"reward": {"sum": {"a": 1, "b": 2}}}}')(
+    _normaliser("gdpo")
 )
 register_combinator("rank", 'ranks in [0, 1] over the batch: {"rank": "rm:./rm"}')(_normaliser("rank"))
 register_combinator("clip", 'clamp: {"clip": {"reward": "rm:./rm", "low": -5, "high": 5}}')(_normaliser("clip"))

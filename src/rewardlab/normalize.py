@@ -9,11 +9,12 @@ call them directly.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["average_ranks", "clip", "group_normalize", "rank_normalize", "spearman", "zscore"]
+__all__ = ["average_ranks", "clip", "decoupled_group_normalize", "group_normalize", "rank_normalize", "spearman",
+           "zscore"]
 
 
 
@@ -76,6 +77,37 @@ def group_normalize(
         centred = np.where(denom[ids] > 0, centred / np.where(denom[ids] > 0, denom[ids], 1.0), centred)
     out[present] = centred
     return _restore(out, mask)
+
+
+def decoupled_group_normalize(
+    components: Mapping[str, Sequence[float | None]],
+    groups: Sequence[Hashable],
+    *,
+    weights: Mapping[str, float] | None = None,
+    batch: bool = True,
+    scale: bool = True,
+    eps: float = 1e-6,
+    ddof: int = 1,
+) -> list[float | None]:
+    """GDPO advantages (Liu et al. 2026, arXiv:2601.05242): each component (reward, objective) group-normalised on
+    its own (`group_normalize`), then their weighted sum (weight 1 for a component `weights` lacks), then with
+    `batch` z-scored over the batch, so the range does not grow with the number of components. A `None` component
+    value is left out of its group's statistics and adds 0; a sample with every component `None` stays `None`."""
+    columns = list(components.items())
+    if not columns:
+        raise ValueError("decoupled_group_normalize needs at least one component")
+    for name, values in columns:
+        if len(values) != len(groups):
+            raise ValueError(f"component {name!r} has {len(values)} values but there are {len(groups)} group ids")
+    total = np.zeros(len(groups), dtype=np.float64)
+    present = np.zeros(len(groups), dtype=bool)
+    for name, values in columns:
+        weight = 1.0 if weights is None else float(weights.get(name, 1.0))
+        normed, mask = _valid(group_normalize(values, groups, scale=scale, eps=eps, ddof=ddof))
+        total += weight * normed
+        present |= mask
+    summed = _restore(total, present)
+    return zscore(summed, eps=eps, ddof=ddof) if batch else summed
 
 
 def average_ranks(values: Sequence[float]) -> np.ndarray:

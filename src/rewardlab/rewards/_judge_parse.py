@@ -25,7 +25,7 @@ from typing import Any
 #: Built-in templates, by name (files `rewards/templates/NAME.txt`); the v1 files stay for reproducibility.
 BUILTIN_TEMPLATES = ("pointwise-v1", "principles-v1", "pairwise-v1", "yesno-v1", "criteria-v1",
                      "pointwise-v2", "principles-v2", "pairwise-v2", "yesno-v2", "criteria-v2",
-                     "meta-v1", "listwise-v1")
+                     "meta-v1", "listwise-v1", "rubric-gen-v1", "rubric-gen-reference-v1")
 
 _FLAGS = re.IGNORECASE | re.ASCII
 _LEAD = r"[\s>*#_\-]*"  # markdown a judge may put before its verdict
