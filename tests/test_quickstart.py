@@ -18,12 +18,14 @@ from rewardlab.quickstart import (
 )
 from tests.test_machine import injected
 
-PARAMS, TOKENS = 10_000_000, 50.0  # 6 * 1e7 * 50 = 3 GFLOP per pair and epoch
+PARAMS, TOKENS = 10_000_000, 50.0  # 6 * 1e7 * 50 = 3 GFLOP per pair and epoch; 1e7 * 50 = 0.5 GFLOP per score
+# the robustness section: 2 * 6 perturbations * 60 pairs = 720 scores = 360 GFLOP
 
 
 def test_a_machine_with_fast_bf16_trains_every_pair_once_in_bf16() -> None:
-    # bf16 at all threads 300 GFLOP/s * 0.3 = 90 GFLOP/s; (45 - 15) s * 90 / 3 = 900 pair-epochs: below the 1,440
-    # two epochs over 720 training pairs would need, above the 720 one epoch needs
+    # bf16 at all threads 300 GFLOP/s: training 0.3 * 300 = 90, scoring 0.3 * 300 = 90; robustness 360 / 90 = 4 s,
+    # so 45 - 5 - 4 = 36 s are left; a pair costs 0.8 * 3 / 90 + 0.2 * 6 * 0.5 / 90 = 1 / 30 s once: 1,080 fit,
+    # capped at 900; two epochs would take 900 * (1.6 * 3 / 90 + 0.6 / 90) = 54 s
     plan = plan_quickstart(injected(True, 50.0, 150.0), params=PARAMS, tokens_per_pair=TOKENS)
     assert (plan.precision, plan.epochs, plan.pairs) == ("bf16", 1.0, QUICKSTART_PAIRS)
     assert plan.train_gflops_per_s == pytest.approx(90.0)
@@ -31,20 +33,22 @@ def test_a_machine_with_fast_bf16_trains_every_pair_once_in_bf16() -> None:
 
 
 def test_a_machine_without_native_bf16_plans_fewer_pairs_in_fp32() -> None:
-    # fp32 at all threads 100 * 0.6 = 60 GFLOP/s: 30 * 60 / 3 = 600 pair-epochs = 750 pairs (600 to train) once
+    # fp32 at all threads 100: training 45 GFLOP/s, scoring 27; robustness 360 / 27 = 13.33 s, 26.67 s left; a pair
+    # costs 0.8 * 3 / 45 + 0.6 / 27 = 0.07556 s: 353 pairs (282 to train, 71 held out) once
     plan = plan_quickstart(injected(False, 50.0, 150.0), params=PARAMS, tokens_per_pair=TOKENS)
-    assert (plan.precision, plan.epochs, plan.pairs) == ("fp32", 1.0, 750)
-    assert plan.estimated_train_s == pytest.approx(600 * 3 / 60)
-    assert "750 pairs (600 to train) x 1 epoch(s), fp32" in plan.describe()
+    assert (plan.precision, plan.epochs, plan.pairs) == ("fp32", 1.0, 353)
+    assert plan.estimated_train_s == pytest.approx(282 * 3 / 45)
+    assert "353 pairs (282 to train) x 1 epoch(s), fp32" in plan.describe()
 
 
 def test_a_slow_machine_keeps_the_floor_and_a_fast_one_trains_twice() -> None:
     slow = plan_quickstart(injected(False, 5.0, 1.0), params=PARAMS, tokens_per_pair=TOKENS)
     assert (slow.pairs, slow.epochs) == (QUICKSTART_MIN_PAIRS, 1.0)
+    # fp32 1,000: robustness 360 / 270 = 1.33 s; two epochs over 900 take 900 * (4.8 / 450 + 0.6 / 270) = 11.6 s
     fast = plan_quickstart(injected(False, 500.0, 100.0), params=PARAMS, tokens_per_pair=TOKENS)
-    assert (fast.pairs, fast.epochs) == (QUICKSTART_PAIRS, 2.0)  # 30 * 600 / 3 = 6,000 pair-epochs
-    halved = plan_quickstart(injected(False, 50.0, 150.0), params=PARAMS, tokens_per_pair=TOKENS, budget_s=30.0)
-    assert halved.pairs == QUICKSTART_MIN_PAIRS * 5 // 4 == 375  # 15 s * 60 / 3 = 300 pair-epochs
+    assert (fast.pairs, fast.epochs) == (QUICKSTART_PAIRS, 2.0)
+    longer = plan_quickstart(injected(False, 50.0, 150.0), params=PARAMS, tokens_per_pair=TOKENS, budget_s=60.0)
+    assert longer.pairs == 551  # (60 - 5 - 13.33) / 0.07556 = 551.5
     given = plan_quickstart(injected(True, 50.0, 150.0), params=PARAMS, tokens_per_pair=TOKENS, pairs=60, epochs=3)
     assert (given.pairs, given.epochs) == (60, 3)
     with pytest.raises(ValueError, match="budget_s must be positive, got 0"):

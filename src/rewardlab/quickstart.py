@@ -36,13 +36,19 @@ QUICKSTART_MAX_LENGTH = 64
 QUICKSTART_ROBUSTNESS_PAIRS = 60
 QUICKSTART_BUDGET_S = 45.0
 """Seconds of training plus evaluation the quickstart plans for (imports and start-up come on top)."""
-QUICKSTART_EVAL_RESERVE_S = 15.0
-"""Seconds of the budget kept for scoring the held-out pairs and the evaluation report (mostly fixed costs: model
-loads and the HTML report, measured at about 16 CPU seconds on a 2-core AMD EPYC)."""
-TRAIN_EFFICIENCY = {"fp32": 0.6, "bf16": 0.3}
+QUICKSTART_FIXED_S = 5.0
+"""Seconds of the budget for what does not grow with the data: loading the trained model twice and writing the
+reports (measured at about 5 s on a 2-core AMD EPYC)."""
+SCORES_PER_HELD_OUT_PAIR = 6
+"""Forward passes each held-out pair costs: its two responses scored by the trainer's evaluation, by the
+quickstart's own table and by `rewardlab eval`."""
+TRAIN_EFFICIENCY = {"fp32": 0.45, "bf16": 0.3}
 """Fraction of the measured matmul peak a MiniLM training step reaches (6 * non-embedding parameters * tokens per
-second), measured on a 2-core AMD EPYC with avx512_bf16 (batches of 32 x 24 tokens: fp32 about 0.7 of the fp32
-peak, bf16 about 0.35 of bf16's: its small matmuls and the fp32 optimiser step gain less than a large matmul)."""
+second), measured in the quickstart's own runs on a 2-core AMD EPYC with avx512_bf16 (batches of 32 pairs of up
+to 64 tokens; with REWARDLAB_BF16=off for fp32: the plan at the former 0.6 ran 43 s where it expected 30)."""
+SCORE_EFFICIENCY = {"fp32": 0.27, "bf16": 0.3}
+"""The same fraction for scoring (2 * parameters * tokens per response and second): `rewardlab eval`'s 1,012 fp32
+scores took 19 s and its 866 bf16 scores 14 s in the same runs, model load and tokenising included."""
 
 STEPS = (
     "generate N preference pairs in code (arithmetic, unit conversion, format following) and hold 20% out",
@@ -79,23 +85,32 @@ class QuickstartPlan:
 
 def plan_quickstart(peak: Any, *, params: int, tokens_per_pair: float, budget_s: float = QUICKSTART_BUDGET_S,
                     pairs: int | None = None, epochs: float | None = None) -> QuickstartPlan:
-    """Pairs and epochs that train in `budget_s` less the evaluation's reserve on the machine `peak` measured
-    (a rewardlab.machine.MachinePeak): training costs 6 * `params` (non-embedding) * `tokens_per_pair` (chosen and
-    rejected) FLOPs per pair and epoch, run at the peak of the dtype auto precision picks * TRAIN_EFFICIENCY.
-    One epoch over as many pairs as fit (between QUICKSTART_MIN_PAIRS and QUICKSTART_PAIRS), two epochs over
-    QUICKSTART_PAIRS where that fits too; `pairs` / `epochs` given are kept."""
+    """Pairs and epochs whose training and evaluation fit `budget_s` on the machine `peak` measured (a
+    rewardlab.machine.MachinePeak), at the peak of the dtype auto precision picks times TRAIN_EFFICIENCY (training)
+    or SCORE_EFFICIENCY (scoring). Training costs 6 * `params` (non-embedding) * `tokens_per_pair` (chosen and
+    rejected) FLOPs per pair and epoch; each held-out pair is scored SCORES_PER_HELD_OUT_PAIR times and the
+    robustness section scores a fixed number of perturbed responses, each at 2 * `params` * tokens per response;
+    QUICKSTART_FIXED_S covers the rest. One epoch over as many pairs as fit (between QUICKSTART_MIN_PAIRS and
+    QUICKSTART_PAIRS), two epochs over QUICKSTART_PAIRS where that fits too; `pairs` / `epochs` given are kept."""
+    from rewardlab.evaluate.robustness import PERTURBATIONS
+
     if budget_s <= 0:
         raise ValueError(f"budget_s must be positive, got {budget_s}")
     precision = peak.fast_dtype
     speed = peak.peak_gflops(precision, "all") * TRAIN_EFFICIENCY[precision]
-    per_pair_epoch = 6.0 * params * tokens_per_pair / 1e9  # GFLOP
-    train_s = max(1.0, budget_s - QUICKSTART_EVAL_RESERVE_S)
-    pair_epochs = train_s * speed / per_pair_epoch
+    score_speed = peak.peak_gflops(precision, "all") * SCORE_EFFICIENCY[precision]
+    per_pair_epoch = 6.0 * params * tokens_per_pair / 1e9  # GFLOP of one training pass over one pair
+    per_score = params * tokens_per_pair / 1e9  # GFLOP of one response scored (tokens_per_pair / 2 tokens)
+    robustness_s = 2 * len(PERTURBATIONS) * QUICKSTART_ROBUSTNESS_PAIRS * per_score / score_speed
+    left_s = max(1.0, budget_s - QUICKSTART_FIXED_S - robustness_s)
     train_share = 1.0 - QUICKSTART_EVAL_FRACTION
+    held_out_s = QUICKSTART_EVAL_FRACTION * SCORES_PER_HELD_OUT_PAIR * per_score / score_speed  # per generated pair
     if epochs is None:
-        epochs = 2.0 if pair_epochs >= 2 * train_share * (pairs or QUICKSTART_PAIRS) else 1.0
+        two_epochs_s = (QUICKSTART_PAIRS if pairs is None else pairs) * (
+            2 * train_share * per_pair_epoch / speed + held_out_s)
+        epochs = 2.0 if two_epochs_s <= left_s else 1.0
     if pairs is None:
-        fitted = round(pair_epochs / epochs / train_share)
+        fitted = round(left_s / (epochs * train_share * per_pair_epoch / speed + held_out_s))
         pairs = min(QUICKSTART_PAIRS, max(QUICKSTART_MIN_PAIRS, fitted))
     train_pairs = pairs - max(1, round(QUICKSTART_EVAL_FRACTION * pairs))
     return QuickstartPlan(pairs=pairs, epochs=epochs, precision=precision, max_length=QUICKSTART_MAX_LENGTH,
