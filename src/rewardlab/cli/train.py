@@ -10,6 +10,15 @@ from typing import Any
 from rewardlab.cli.terminal import CLIError, check_output_folder, console, report_skipped, stdout
 from rewardlab.progress import TrainingBar
 
+
+def float_list(text: str) -> list[float]:
+    """Comma-separated numbers (`0.1,0.5,0.9`) as a list."""
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
+
+
 # flag → (TrainConfig field, type, help); every flag defaults to None so that a YAML config can supply it, and a
 # recipe flag left unset takes the preset's value fitted to the backbone (rewardlab.train.presets)
 _FLAGS: list[tuple[str, str, Any, str]] = [
@@ -29,7 +38,11 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
      "bt, Bradley-Terry, as TRL and most reward models)"),
     ("--objective", "objective", str, "pairwise (preference pairs; default), generative (a causal LM trained as a "
      "judge, docs/generative-rms.md; --backbone smollm2 or a causal-LM folder), ranked (ranked/rated lists, "
-     "Plackett-Luce), rating (rated responses, squared error to the rating) or process (step-labelled rows: a PRM)"),
+     "Plackett-Luce), rating (rated responses, squared error to the rating), quantile (rated responses, pinball "
+     "loss: a model whose objectives q0.1, q0.5, q0.9 feed `uncertain`), ordinal (rated responses, cumulative link) "
+     "or process (step-labelled rows: a PRM)"),
+    ("--quantiles", "quantiles", float_list, "--objective quantile: the levels, comma-separated (default "
+     "0.1,0.5,0.9)"),
     ("--center-rewards", "center_rewards_coefficient", float, "add C x mean((r_chosen + r_rejected)^2) to keep rewards "
      "centred on 0 (TRL's center_rewards_coefficient; default 0 = off, TRL suggests 0.01)"),
     ("--length-decorrelation", "length_decorrelation", float, "add C x corr(reward, response length)^2 over each "
@@ -117,7 +130,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def _unit(objective: str) -> str:
     """What the trainer counts for `objective`."""
-    return {"ranked": "ranked lists", "rating": "rated lists", "process": "step rows"}.get(objective, "pairs")
+    return {"ranked": "ranked lists", "rating": "rated lists", "quantile": "rated lists", "ordinal": "rated lists",
+            "process": "step rows"}.get(objective, "pairs")
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -55,20 +55,42 @@ class QuantileHead(nn.Module):
         return quantiles[:, -1] - quantiles[:, 0]
 
 
+class OrdinalThresholds(nn.Module):
+    """K − 1 learned, strictly increasing thresholds of a cumulative link model (start 1 apart, centred on 0)."""
+
+    def __init__(self, levels: int = 5) -> None:
+        super().__init__()
+        if not isinstance(levels, int) or levels < 2:
+            raise ValueError(f"levels must be an integer >= 2, got {levels!r}")
+        self.first = nn.Parameter(torch.tensor([-(levels - 2) / 2.0]))
+        self.gaps = nn.Parameter(torch.zeros(levels - 2) + 0.5413)  # softplus(0.5413) ≈ 1: thresholds 1 apart
+
+    def forward(self) -> Tensor:
+        """The K − 1 increasing thresholds."""
+        return _increasing(self.first, self.gaps)
+
+
+def ordinal_moments(scores: Tensor, thresholds: Tensor) -> tuple[Tensor, Tensor]:
+    """Expected level (0..K−1) and its standard deviation per row under `ordinal_probabilities`."""
+    probabilities = ordinal_probabilities(scores, thresholds)
+    ks = torch.arange(probabilities.shape[1], dtype=probabilities.dtype, device=probabilities.device)
+    mean = (probabilities * ks).sum(dim=1)
+    variance = (probabilities * (ks - mean[:, None]) ** 2).sum(dim=1)
+    return mean, variance.clamp(min=0).sqrt()
+
+
 class OrdinalHead(nn.Module):
     """A score and K − 1 learned increasing thresholds: a distribution over K ordered levels (cumulative logit)."""
 
     def __init__(self, hidden: int, levels: int = 5) -> None:
         super().__init__()
-        if not isinstance(levels, int) or levels < 2:
-            raise ValueError(f"levels must be an integer >= 2, got {levels!r}")
+        self.cutpoints = OrdinalThresholds(levels)
         self.linear = nn.Linear(hidden, 1)
-        self.first = nn.Parameter(torch.tensor([-(levels - 2) / 2.0]))
-        self.gaps = nn.Parameter(torch.zeros(levels - 2) + 0.5413)  # softplus(0.5413) ≈ 1: thresholds 1 apart
 
     def thresholds(self) -> Tensor:
         """The K − 1 increasing thresholds."""
-        return _increasing(self.first, self.gaps)
+        out: Tensor = self.cutpoints()
+        return out
 
     def forward(self, pooled: Tensor) -> Tensor:
         """The latent score per row [B]."""
@@ -77,8 +99,4 @@ class OrdinalHead(nn.Module):
 
     def moments(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
         """Expected level and its standard deviation per row (the reward and its spread)."""
-        probabilities = ordinal_probabilities(self(pooled), self.thresholds())
-        ks = torch.arange(probabilities.shape[1], dtype=probabilities.dtype, device=probabilities.device)
-        mean = (probabilities * ks).sum(dim=1)
-        variance = (probabilities * (ks - mean[:, None]) ** 2).sum(dim=1)
-        return mean, variance.clamp(min=0).sqrt()
+        return ordinal_moments(self(pooled), self.thresholds())

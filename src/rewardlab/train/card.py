@@ -60,6 +60,8 @@ def file_sha256(path: Path) -> str:
 CARD_METRICS = {"pairwise": ("pairwise_accuracy", "bradley_terry_loss"),
                  "ranked": ("implied_pair_accuracy", "plackett_luce_nll"),
                  "rating": ("implied_pair_accuracy", "rating_squared_error"),
+                 "quantile": ("implied_pair_accuracy", "pinball_loss"),
+                 "ordinal": ("implied_pair_accuracy", "cumulative_link_nll"),
                  "process": ("step_accuracy", "step_bce")}
 
 
@@ -73,7 +75,8 @@ def model_card(config: TrainConfig, data: RunData, train_rows: Any, metrics: dic
     source = config.data if data.reports.get("train") is not None else None
     local = Path(source) if source is not None and Path(source).is_file() else None
     sha = file_sha256(local) if local is not None else rows_sha256(data.train)
-    unit = {"process": "step rows", "ranked": "ranked lists", "rating": "rated lists"}.get(config.objective, "pairs")
+    unit = {"process": "step rows", "ranked": "ranked lists", "rating": "rated lists", "quantile": "rated lists",
+            "ordinal": "rated lists"}.get(config.objective, "pairs")
     if "eval" in data.reports and config.eval_data is not None:
         held = f"held-out file {Path(config.eval_data).name}"
         split = f"separate file ({config.eval_data})"

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 SCHEDULERS = ("cosine", "linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
 WEIGHTS_DTYPES = ("fp32", "bf16")
-OBJECTIVES = ("pairwise", "ranked", "rating", "process", "generative")
+OBJECTIVES = ("pairwise", "ranked", "rating", "quantile", "ordinal", "process", "generative")
+RATED_OBJECTIVES = ("rating", "quantile", "ordinal")  # trained on rated lists (a numeric score per response)
 TRACKERS = ("jsonl", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 OPTIMIZERS = ("auto", "fused", "foreach", "for-loop")
 ATTENTIONS = ("auto", "sdpa", "eager")
@@ -143,8 +144,14 @@ class TrainConfig:
     metadata: dict[str, Any] = field(default_factory=dict)
     """Extra JSON saved with the model's metadata."""
     objective: str = "pairwise"
-    """pairwise (preference pairs → `RewardModel`, `loss`) or process (step-labelled rows → `PRMModel`, per-step
-    binary cross-entropy on hard or soft step labels; see docs/prm.md)."""
+    """pairwise (preference pairs → `RewardModel`, `loss`), ranked, rating, quantile or ordinal (rated lists: a
+    quantile head trained with the pinball loss, or a cumulative-link ordinal head; `rewardlab.train.distributional`),
+    process (step-labelled rows → `PRMModel`, per-step binary cross-entropy on hard or soft step labels; see
+    docs/prm.md)."""
+    quantiles: list[float] = field(default_factory=lambda: [0.1, 0.5, 0.9])
+    """Quantile objective: the levels τ of the reward's quantile outputs (saved as objectives q0.1, q0.5, q0.9)."""
+    ordinal_levels: list[float] | None = None
+    """Ordinal objective: the rating values, lowest first (unset: the distinct ratings of the training data)."""
     step_join: str = "\n\n"
     """Process objective: the text joining the steps the PRM reads (saved with the model)."""
     after_first_error: str = "zero"
@@ -200,6 +207,12 @@ class TrainConfig:
             (self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}"),
             (self.eval_batch_size >= 1, f"eval_batch_size must be >= 1, got {self.eval_batch_size}"),
             (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}"),
+            (len(self.quantiles) >= 2 and all(0 < float(q) < 1 for q in self.quantiles)
+             and list(self.quantiles) == sorted(set(self.quantiles)),
+             f"quantiles must be >= 2 increasing levels in (0, 1), got {self.quantiles!r}"),
+            (self.ordinal_levels is None or (len(self.ordinal_levels) >= 2
+                                             and list(self.ordinal_levels) == sorted(set(self.ordinal_levels))),
+             f"ordinal_levels must be >= 2 increasing rating values, got {self.ordinal_levels!r}"),
             (self.after_first_error in ("zero", "ignore"),
              f"after_first_error must be 'zero' or 'ignore', got {self.after_first_error!r}"),
         ]

@@ -133,9 +133,10 @@ def split_batch(batch: Sequence[int], slots: int) -> list[list[int]]:
 
 def sequence_rewards(
     model: Any, sequences: Sequence[Sequence[int]], types: Sequence[Sequence[int] | None] | None, pad_id: int,
-    device: torch.device, autocast: Autocast,
+    device: torch.device, autocast: Autocast, output: str = "rewards",
 ) -> torch.Tensor:
-    """Rewards of token-id rows in one forward (float32, shape [N]); `types` = segment ids or None."""
+    """Rewards of token-id rows in one forward (float32, shape [N]; `output="objectives"`: the model's objective
+    outputs, [N, k]); `types` = segment ids or None."""
     from rewardlab.data.encoding import collate_token_ids
     from rewardlab.train.engine import phase
 
@@ -145,7 +146,7 @@ def sequence_rewards(
         if batch.token_type_ids is not None:
             inputs.append(batch.token_type_ids.to(device))
     with autocast():
-        return model(*inputs).rewards.float()  # type: ignore[no-any-return]
+        return getattr(model(*inputs), output).float()  # type: ignore[no-any-return]
 
 
 def pair_rewards(

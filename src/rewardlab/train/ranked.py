@@ -5,7 +5,7 @@ objectives: ordering accuracy over the pairs a list implies, and the objective's
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,9 @@ from rewardlab.types import RankedResponses
 
 if TYPE_CHECKING:
     import torch
+
+#: `(model, list indices) -> (rewards [B, k], mask [B, k], loss sum, loss count)` of one held-out chunk
+ScoredLists = Callable[[Any, Sequence[int]], tuple["torch.Tensor", "torch.Tensor", float, int]]
 
 
 @dataclass
@@ -111,16 +114,17 @@ def encode_rankings(
 
 def list_rewards(
     model: Any, data: EncodedLists, indices: Sequence[int], pad_id: int, device: torch.device, autocast: Autocast,
-    segment_ids: bool = False,
+    segment_ids: bool = False, output: str = "rewards",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(rewards [B, k], mask [B, k])` of the lists `indices` (k = the longest list), in one forward."""
+    """`(rewards [B, k], mask [B, k])` of the lists `indices` (k = the longest list), in one forward
+    (`output="objectives"`: the model's objective outputs, [B, k, n])."""
     import torch
 
     sequences = data.forward_rows(indices)
     types = [t for i in indices for t in data.types[i]] if segment_ids else None
-    flat = sequence_rewards(model, sequences, types, pad_id, device, autocast)
+    flat = sequence_rewards(model, sequences, types, pad_id, device, autocast, output)
     k = max(len(data.ids[i]) for i in indices)
-    rewards = torch.zeros((len(indices), k), dtype=flat.dtype, device=flat.device)
+    rewards = torch.zeros((len(indices), k, *flat.shape[1:]), dtype=flat.dtype, device=flat.device)
     mask = torch.zeros((len(indices), k), dtype=torch.bool, device=flat.device)
     start = 0
     for row, i in enumerate(indices):
@@ -170,9 +174,12 @@ def ordered_pair_hits(rewards: Sequence[float], scores: Sequence[float] | None) 
 def held_out_list_sums(
     model: Any, data: EncodedLists, *, objective: str, pad_id: int, device: torch.device, batch_size: int = 64,
     autocast: Autocast | None = None, indices: Sequence[int] | None = None, segment_ids: bool = False,
+    scored: ScoredLists | None = None,
 ) -> dict[str, Any]:
     """Held-out sums that processes can add: ordering accuracy over implied pairs (`correct`/`pairs`, per subset),
-    the objective's loss (`loss_sum` over `loss_count` lists for `ranked`, rated responses for `rating`), rewards."""
+    the objective's loss (`loss_sum` over `loss_count` lists for `ranked`, rated responses for `rating`), rewards.
+    `scored(model, lists)`, when given, returns `(rewards, mask, loss sum, loss count)` of a chunk of lists (other
+    objectives over rated lists: `rewardlab.train.distributional`)."""
     import torch
 
     from rewardlab.train.losses import plackett_luce_loss, regression_loss
@@ -190,15 +197,19 @@ def held_out_list_sums(
     with torch.no_grad():
         for start in range(0, len(order), per_batch):
             chunk = order[start : start + per_batch]
-            values, mask = list_rewards(model, data, chunk, pad_id, device, autocast, segment_ids)
-            if objective == "rating":
-                target = padded_scores(data, chunk, values.shape[1], device)
-                n = int((~torch.isnan(target) & mask).sum())
-                loss_sum += float(regression_loss(values, target, mask)) * n
-                loss_count += n
+            if scored is not None:
+                values, mask, chunk_loss, n = scored(model, chunk)
             else:
-                loss_sum += float(plackett_luce_loss(values, mask)) * len(chunk)
-                loss_count += len(chunk)
+                values, mask = list_rewards(model, data, chunk, pad_id, device, autocast, segment_ids)
+                if objective == "rating":
+                    target = padded_scores(data, chunk, values.shape[1], device)
+                    n = int((~torch.isnan(target) & mask).sum())
+                    chunk_loss = float(regression_loss(values, target, mask)) * n
+                else:
+                    n = len(chunk)
+                    chunk_loss = float(plackett_luce_loss(values, mask)) * n
+            loss_sum += chunk_loss
+            loss_count += n
             for row, i in enumerate(chunk):
                 own = values[row, : len(data.ids[i])].tolist()
                 rewards.extend(own)

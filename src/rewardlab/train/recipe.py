@@ -51,7 +51,17 @@ def build_model(config: TrainConfig, pooling: str) -> Any:
         if dtype is not None:
             model.backbone.to(dtype)
         return model
-    return RewardModel.from_backbone(config.backbone, pooling=pooling, torch_dtype=dtype)
+    if config.objective == "quantile":  # one output per level, named q0.1, ... (what `uncertain` reads)
+        from rewardlab.train.distributional import quantile_names
+
+        return RewardModel.from_backbone(config.backbone, pooling=pooling, torch_dtype=dtype,
+                                         objectives=quantile_names(config.quantiles))
+    model = RewardModel.from_backbone(config.backbone, pooling=pooling, torch_dtype=dtype)
+    if config.objective == "ordinal" and config.ordinal_levels:  # a rebuild (sharded save): thresholds as trained
+        from rewardlab.train.distributional import attach_ordinal
+
+        attach_ordinal(model, len(config.ordinal_levels))
+    return model
 
 
 def backbone_facts(model: Any) -> BackboneFacts:
@@ -129,6 +139,13 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
             raise ValueError(f"no training step row fits max_length={length}")
         return ProcessObjective(train, encode_steps(data.held_out), pad_id, device, autocast), False
     can_segment = bool(config.segment_ids and getattr(model, "_pass_token_type_ids", False))
+    if config.objective in ("quantile", "ordinal"):
+        from rewardlab.train.distributional import make_distributional_objective
+
+        settings = {"pad_id": pad_id, "device": device, "autocast": autocast, "segment_ids": can_segment,
+                    "length_decorrelation": config.length_decorrelation}
+        distributional = make_distributional_objective(config, model, data.train, data.held_out, settings)
+        return distributional, distributional.segment_ids
     if config.objective in ("ranked", "rating"):
         from rewardlab.train.ranked import encode_rankings
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rewardlab.train.config import TrainConfig
+from rewardlab.train.config import RATED_OBJECTIVES, TrainConfig
 from rewardlab.types import PreferencePair, RankedResponses, StepRow
 
 __all__ = ["RunData", "held_out_split", "load_run_data", "read_pairs", "read_rankings"]
@@ -45,8 +45,9 @@ def read_rankings(source: str, *, limit: int | None, rated: bool) -> tuple[list[
     if rated:
         unrated = [i for i, r in enumerate(lists) if r.scores is None]
         if unrated:
-            raise ValueError(f"{source}: list {unrated[0]} has no numeric ratings; the rating objective needs rated "
-                             "rows ('completions' with scores, or 'responses' with 'scores'/'ratings')")
+            raise ValueError(f"{source}: list {unrated[0]} has no numeric ratings; the rating, quantile and ordinal "
+                             "objectives need rated rows ('completions' with scores, or 'responses' with "
+                             "'scores'/'ratings')")
     if not lists:
         raise ValueError(f"{source}: no usable {'rated' if rated else 'ranked'} lists")
     return lists, {"lists": len(lists), "responses": sum(len(r.responses) for r in lists)}
@@ -79,9 +80,9 @@ def load_run_data(config: TrainConfig, pairs: Sequence[PreferencePair] | None,
             rows, report = step_objective.read_step_rows(source, limit=limit)
             return list(rows), report
         given, given_eval, what = steps, eval_steps, "a step-rows file"
-    elif objective in ("ranked", "rating"):
+    elif objective in ("ranked", *RATED_OBJECTIVES):
         def read(source: str, limit: int | None) -> tuple[list[Any], dict[str, Any]]:
-            rows, report = read_rankings(source, limit=limit, rated=objective == "rating")
+            rows, report = read_rankings(source, limit=limit, rated=objective in RATED_OBJECTIVES)
             return list(rows), report
         given, given_eval, what = rankings, eval_rankings, "a ranked/rated file"
     else:
@@ -91,7 +92,8 @@ def load_run_data(config: TrainConfig, pairs: Sequence[PreferencePair] | None,
         given, given_eval, what = pairs, eval_pairs, "a file or dataset"
     if given is None:
         if config.data is None:
-            keyword = {"process": "steps", "ranked": "rankings", "rating": "rankings"}.get(objective, "pairs")
+            keyword = "steps" if objective == "process" else "rankings" if objective in ("ranked", *RATED_OBJECTIVES) \
+                else "pairs"
             raise ValueError(f"no training data: set TrainConfig.data ({what}) or pass {keyword}=")
         train, reports["train"] = read(config.data, config.limit)
     else:
@@ -103,7 +105,8 @@ def load_run_data(config: TrainConfig, pairs: Sequence[PreferencePair] | None,
     else:
         train, held = held_out_split(train, config.eval_split, config.seed)
     if not train:
-        unit = {"process": "step rows", "ranked": "lists", "rating": "lists"}.get(objective, "pairs")
+        unit = "step rows" if objective == "process" else "lists" if objective in ("ranked", *RATED_OBJECTIVES) \
+            else "pairs"
         raise ValueError(f"no training {unit} left after the held-out split")
     return RunData(train, held, reports)
 

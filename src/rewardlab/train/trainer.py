@@ -44,7 +44,7 @@ from rewardlab.train.checkpoints import (
     load_tensor_file,
     publish_run,
 )
-from rewardlab.train.config import TrainConfig
+from rewardlab.train.config import RATED_OBJECTIVES, TrainConfig
 from rewardlab.train.engine import adamw, fit_attention, forward_tokens, phase
 from rewardlab.train.environment import TRACKERS_DIR, check_trackers, cpu_threads
 from rewardlab.train.loop import TrainingInterrupted, TrainResult, run_training
@@ -318,7 +318,7 @@ class RewardTrainer:
 
             result.update(step_objective.first_error_summary(values[4 + 2 * len(names):]))
             result["eval_unit"] = "steps"
-        elif self.config.objective in ("ranked", "rating"):
+        elif self.config.objective in ("ranked", *RATED_OBJECTIVES):
             result["eval_unit"] = "implied pairs"
             result["eval_lists"] = len(eval_data)
         result["_rewards"] = torch.tensor(parts["rewards"], dtype=torch.float64)
@@ -402,6 +402,9 @@ class RewardTrainer:
         else:
             card = model_card(config, self.data, self.train_data, metrics, self.last_rewards, self.world,
                               self.tokenizer)
+            from rewardlab.train.distributional import distributional_card
+
+            card.extra.update(distributional_card(model, config))  # the ordinal levels and thresholds
             if config.lora_r > 0 and config.save_adapter_only:
                 save_adapter(model, staging, self.tokenizer, card)
             else:
