@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from rewardlab.cli.data_curate import add_curate_parser
 from rewardlab.cli.terminal import CLIError, console, naming, progress_bar, stdout
 from rewardlab.data.encoding import TRUNCATION_POLICIES
 from rewardlab.data.preference import FORMATS, PreferenceFormatError, load_preferences
@@ -27,8 +28,8 @@ ISSUE_LABELS = {
 
 
 def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
-    """Register `data` with its `inspect` sub-verb."""
-    data = subparsers.add_parser("data", parents=[parent], help="inspect preference data")
+    """Register `data` with its `inspect` and `curate` sub-verbs."""
+    data = subparsers.add_parser("data", parents=[parent], help="inspect or curate preference data")
     verbs = data.add_subparsers(dest="data_verb", metavar="VERB")
     inspect = verbs.add_parser(
         "inspect", parents=[parent], help="validation report of a preference data set",
@@ -50,6 +51,7 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                          "or keep and flag")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     inspect.set_defaults(run=run_inspect)
+    add_curate_parser(verbs, parent)
     data.set_defaults(run=lambda args: _need_verb(data))
 
 

@@ -18,6 +18,7 @@ import hashlib
 import random
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rewardlab.types import PreferencePair
@@ -220,3 +221,24 @@ def cheap_pairs(
     if "master_key" in kinds:
         out.extend(master_key_pairs(pairs, seed=seed))
     return out
+
+
+def read_corpus(path: str | Path, *, field: str = "text") -> list[str]:
+    """The texts of a corpus file: JSONL rows (`.jsonl`, `.jsonl.gz`: each row's `field`, or a row that is a string),
+    else plain text with texts separated by blank lines. A bad row is a ValueError naming the file and line."""
+    from rewardlab.jsonl import iter_jsonl, open_text
+
+    name = str(path).lower()
+    if name.endswith((".jsonl", ".jsonl.gz", ".json.gz")):
+        texts = []
+        for line in iter_jsonl(path):
+            if line.error is not None:
+                raise ValueError(f"{path}:{line.number}: {line.error}")
+            row = line.row
+            text = row if isinstance(row, str) else row.get(field) if isinstance(row, dict) else None
+            if not isinstance(text, str):
+                raise ValueError(f"{path}:{line.number}: expected a string or an object with a string {field!r}")
+            texts.append(text)
+        return texts
+    with open_text(path) as handle:
+        return [block.strip() for block in re.split(r"\n\s*\n", handle.read()) if block.strip()]

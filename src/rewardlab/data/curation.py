@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from rewardlab.types import PreferencePair
@@ -36,7 +37,7 @@ class CurationRules:
 
     min_votes: int = 2
     flip_min_votes: int = 2
-    flip_margin: float = 0.5
+    flip_margin: float = 1.0
     drop_band: float = 0.2
     drop_margin: float = 0.25
     smoothing_min: float = 0.0
@@ -152,6 +153,14 @@ def _scaled_margins(votes: Votes, scales: Sequence[float], index: int) -> list[f
     return out
 
 
+def _name(pair: PreferencePair) -> str | None:
+    """A pair's id, else "row N" from the loader's `source_row`, else None."""
+    if pair.id is not None:
+        return pair.id
+    row = pair.metadata.get("source_row")
+    return None if row is None else f"row {row}"
+
+
 def _flipped(pair: PreferencePair) -> PreferencePair:
     """The pair with chosen and rejected swapped (the margin, an order-only quantity here, is dropped)."""
     return replace(pair, chosen=pair.rejected, rejected=pair.chosen, margin=None, metadata=dict(pair.metadata))
@@ -169,7 +178,7 @@ def curate_pairs(pairs: Sequence[PreferencePair], votes: Votes, rules: CurationR
     for index, pair in enumerate(pairs):
         margins = _scaled_margins(votes, scales, index)
         if pair.tie:
-            verdicts.append(PairVerdict(index, pair.id, "keep", "tie-labelled pair: untouched", len(margins),
+            verdicts.append(PairVerdict(index, _name(pair), "keep", "tie-labelled pair: untouched", len(margins),
                                         None, None, None))
             kept.append(pair)
             continue
@@ -190,5 +199,15 @@ def curate_pairs(pairs: Sequence[PreferencePair], votes: Votes, rules: CurationR
                 out.metadata["curation"] = "flagged" if action == "flag" else "flipped"
         if action != "drop":
             kept.append(out)
-        verdicts.append(PairVerdict(index, pair.id, action, reason, len(margins), agreement, strength, smoothing))
+        verdicts.append(PairVerdict(index, _name(pair), action, reason, len(margins), agreement, strength, smoothing))
     return CurationResult(kept, verdicts, rules, len(votes))
+
+
+def write_pairs_jsonl(path: str | Path, pairs: Sequence[PreferencePair]) -> None:
+    """The pairs as JSONL rows (`PreferencePair.to_dict`, `.gz` compressed by name), atomically; `load_preferences`
+    and `rewardlab train --data` read them back."""
+    from rewardlab.jsonl import atomic_writer, dumps_row
+
+    with atomic_writer(path) as handle:
+        for pair in pairs:
+            handle.write(dumps_row(pair.to_dict()) + "\n")

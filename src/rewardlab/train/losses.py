@@ -88,13 +88,24 @@ def label_smoothed_bt_loss(
     margin: Tensor | None = None,
     tie: Tensor | None = None,
     smoothing: float = 0.1,
+    pair_smoothing: Tensor | None = None,
 ) -> Tensor:
-    """-(1-ε) log σ(d) - ε log σ(-d), d = r_c - r_r. Wang et al. 2024, "Secrets of RLHF Part II", §3."""
+    """-(1-ε) log σ(d) - ε log σ(-d), d = r_c - r_r. Wang et al. 2024, "Secrets of RLHF Part II", §3.
+
+    ε is `smoothing`, or per pair `pair_smoothing[i]` where that is given and not NaN (curation's strength-based ε).
+    """
     _check_pair(chosen, rejected)
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"smoothing must be in [0, 1], got {smoothing}")
+    eps: float | Tensor = smoothing
+    if pair_smoothing is not None:
+        if pair_smoothing.shape != chosen.shape:
+            raise ValueError(f"pair_smoothing shape {tuple(pair_smoothing.shape)} differs from {tuple(chosen.shape)}")
+        eps = torch.nan_to_num(pair_smoothing.to(chosen.dtype), nan=smoothing)
+        if bool(((eps < 0) | (eps > 1)).any()):
+            raise ValueError(f"pair_smoothing must be in [0, 1], got {eps.tolist()}")
     d = chosen - rejected
-    per_pair = -(1.0 - smoothing) * F.logsigmoid(d) - smoothing * F.logsigmoid(-d)
+    per_pair = -(1.0 - eps) * F.logsigmoid(d) - eps * F.logsigmoid(-d)
     return _mean_over_ordered(per_pair, tie)
 
 

@@ -103,13 +103,17 @@ class PairwiseObjective(_RunSettings):
     def batch_loss(self, model: Any, indices: Sequence[int], batch: Sequence[int]) -> BatchLoss:
         import torch
 
-        from rewardlab.train.losses import centering_regularizer
+        from rewardlab.train.losses import centering_regularizer, label_smoothed_bt_loss
 
         data = self.train
         rc, rr = pair_rewards(model, data, indices, self.pad_id, self.device, self.autocast, self.segment_ids)
         margin = torch.tensor([data.margin[i] for i in indices], device=self.device)
         tie = torch.tensor([data.tie[i] for i in indices], device=self.device)
-        loss = self.loss_fn(rc, rr, margin=margin, tie=tie)
+        if self.loss_fn is label_smoothed_bt_loss and data.smoothing:  # curation's per-pair ε (NaN = the default)
+            smoothing = torch.tensor([data.smoothing[i] for i in indices], device=self.device)
+            loss = label_smoothed_bt_loss(rc, rr, margin=margin, tie=tie, pair_smoothing=smoothing)
+        else:
+            loss = self.loss_fn(rc, rr, margin=margin, tie=tie)
         if self.center_rewards_coefficient:
             loss = loss + self.center_rewards_coefficient * centering_regularizer(rc, rr)
         if self.length_decorrelation:

@@ -32,6 +32,7 @@ class EncodedPairs:
     rejected_types: list[list[int] | None] = field(default_factory=list)
     chosen_response_tokens: list[int] = field(default_factory=list)
     rejected_response_tokens: list[int] = field(default_factory=list)
+    smoothing: list[float] = field(default_factory=list)  # per-pair label smoothing (NaN = the loss's own)
     truncated_pairs: int = 0
     prompt_tokens_dropped: int = 0
     response_tokens_dropped: int = 0
@@ -81,6 +82,7 @@ def encode_pairs(
         out.rejected_response_tokens.append(rejected.response_tokens)
         out.margin.append(float("nan") if pair.margin is None else float(pair.margin))
         out.tie.append(bool(pair.tie))
+        out.smoothing.append(float(pair.metadata.get("label_smoothing", float("nan"))))
         out.subset.append(pair.subset or "all")
         if chosen.truncated or rejected.truncated:
             out.truncated_pairs += 1
