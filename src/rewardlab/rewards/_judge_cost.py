@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.rewards._judge_calibration import Calibration
 from rewardlab.runtime.cache import ResultCache
 from rewardlab.types import Sample, Score, content_hash
 
@@ -260,9 +261,24 @@ class CostedJudge:
     _cost: CostControl
 
     def usage_report(self) -> dict[str, float]:
-        """The ledger: samples, requests, tokens, spend, cache hits, duplicates, over-budget samples, hit rate."""
-        return self._cost.ledger.to_dict()
+        """The ledger: samples, requests, tokens, spend, cache hits, duplicates, over-budget samples, hit rate; with
+        online calibration its `calibration_*` tally (gold accuracy, swap consistency, length bias)."""
+        calibration: Calibration | None = getattr(self, "_calibration", None)
+        return {**self._cost.ledger.to_dict(), **(calibration.tally.to_dict() if calibration is not None else {})}
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         judge: Any = self  # a JudgeReward: fingerprint (Reward), usage, _info and _score_computed (judge.py)
-        return self._cost.run(samples, judge.fingerprint(), lambda: judge.usage, judge._score_computed, judge._info)
+        scores = self._cost.run(samples, judge.fingerprint(), lambda: judge.usage, judge._score_computed, judge._info)
+        calibration: Calibration | None = getattr(self, "_calibration", None)
+        if calibration is not None and samples:  # its items go beside the batch; the real scores are only read
+            before = dict(judge.usage)
+            calibration.run(samples, scores, judge._score_computed, judge._compare)
+            after = judge.usage
+            requests = int(after["requests"]) - int(before["requests"])
+            tokens = sum(int(after[k]) - int(before[k]) for k in ("prompt_tokens", "completion_tokens"))
+            calibration.charge(requests, tokens)
+            with self._cost.lock:  # calibration spends from the same budgets as the real samples
+                self._cost.budget.charge(requests, tokens, self._cost.price(
+                    int(after["prompt_tokens"]) - int(before["prompt_tokens"]),
+                    int(after["completion_tokens"]) - int(before["completion_tokens"])))
+        return scores

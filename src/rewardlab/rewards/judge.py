@@ -33,6 +33,7 @@ from typing import Any
 from rewardlab.data.unicode import repair_surrogates
 from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import Completion, Conversation, OpenAIBackend
+from rewardlab.rewards._judge_calibration import Calibration
 from rewardlab.rewards._judge_cost import CostControl, CostedJudge, calls_per_sample
 from rewardlab.rewards._judge_local import HFBackend
 from rewardlab.rewards._judge_parse import (
@@ -123,7 +124,8 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
                  criteria_file: str | None = None, criteria_from: str | None = None, max_criteria: int = 8,
                  principles: list[str] | str | None = None, user_principles: Mapping[str, Any] | None = None,
                  max_chars: int = 6000, cache: bool | str | None = None, budget: Mapping[str, Any] | None = None,
-                 prices: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
+                 prices: Mapping[str, Any] | None = None, calibration: Mapping[str, Any] | None = None,
+                 **backend_options: Any) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if scoring not in ("text", "logits"):
@@ -166,10 +168,8 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
                 raise ValueError(f"criteria_from must be option, reference or generate, got {criteria_from!r}")
             if criteria_from == "option" and self.criteria is None:
                 raise ValueError("checklist mode with criteria_from='option' needs criteria or criteria_file")
-        self.criteria_from = criteria_from
-        self.max_criteria = int(max_criteria)
-        if isinstance(principles, str):
-            principles = [principles]
+        self.criteria_from, self.max_criteria = criteria_from, int(max_criteria)
+        principles = [principles] if isinstance(principles, str) else principles
         if mode == "principles" and not principles and not user_principles:
             raise ValueError("principles mode needs principles (a list of strings)")
         self.principles = list(principles or [])
@@ -181,6 +181,8 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
         self._generated: dict[str, list[tuple[str, str, float]] | None] = {}
         self._lock = threading.Lock()
         self._cost = CostControl(cache=cache, budget=budget, prices=prices, calls_per_sample=calls_per_sample(self))
+        self._calibration = None if calibration is None else Calibration(calibration)  # docs/judges.md
+        self._pair_template = None if mode == "pairwise" else load_template(DEFAULT_TEMPLATES["pairwise"])
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -389,7 +391,7 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
         convs = []
         for prompt, first, second in items:
             fields, _ = self._fill(prompt, {"response_a": first, "response_b": second}, None)
-            convs.append(self.template.conversation(**fields))
+            convs.append((self._pair_template or self.template).conversation(**fields))
         if self.scoring == "text":
             return [self._from_draws(draws, parse_winner, float, self._info())
                     for draws in self._generate(convs)]
