@@ -166,6 +166,16 @@ class Environment(ABC):
         sample.response = answer
         return sample
 
+    async def episode_score(self, session: Session, answer: str) -> Score:
+        """The score of `session` ending with `answer`: its sample through `scorer` (a scorer that raises is a
+        system failure, masked, never a 0). A subclass may give a ready score instead (a remote environment's)."""
+        sample = self.episode_sample(session.episode, answer)
+        try:
+            (score,) = await self.scorer([sample])
+        except Exception as error:  # the scorer itself failed: a system failure, masked, never a 0
+            score = Score.failure(f"{type(error).__name__}: {error}")
+        return score
+
     def close(self) -> None:
         """Release what the environment holds (its reward's workers)."""
         self.reward.close()
@@ -240,12 +250,8 @@ class Session:
         return await self._finish(answer, status="done")
 
     async def _finish(self, answer: str, *, status: str, note: str | None = None) -> ToolOutput:
-        """Score the episode ending with `answer` and close it."""
-        sample = self.env.episode_sample(self.episode, answer)
-        try:
-            (score,) = await self.env.scorer([sample])
-        except Exception as error:  # the scorer itself failed: a system failure, masked, never a 0
-            score = Score.failure(f"{type(error).__name__}: {error}")
+        """Score the episode ending with `answer` (`Environment.episode_score`) and close it."""
+        score = await self.env.episode_score(self, answer)
         self.score = score
         self.episode.status = status if score.error is None else "failed"
         self.episode.metadata["score"] = score.to_dict()

@@ -205,6 +205,13 @@ class OpenEnvEpisode:
         body = answer.get("data")
         return body if isinstance(body, dict) else {}
 
+    def tools(self) -> list[dict[str, Any]]:
+        """The environment's tools, from a `list_tools` step of the open episode: name, description, input_schema."""
+        tools = (self._send("step", {"type": "list_tools"}).get("observation") or {}).get("tools")
+        if not isinstance(tools, list):
+            raise ProtocolError(f"openenv:{self.url} answered list_tools with no tool list")
+        return [dict(t) for t in tools if isinstance(t, dict)]
+
     def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
         """One `call_tool` step."""
         body = self._send("step", {"type": "call_tool", "tool_name": name, "arguments": arguments})

@@ -14,8 +14,9 @@ request with its retries; `max_answer_mb` caps every answer. Options: `api_key` 
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rewardlab.registry import register
@@ -74,27 +75,25 @@ class ProtocolReward(Reward):
         """Play `sample` as one episode on the remote environment."""
         raise NotImplementedError
 
+    def outcome_score(self, play: Callable[[], Outcome]) -> Score:
+        """The score of the remote step `play()` that ends an episode with the answer: its reward; the failing
+        value when the environment refused the answer; a system failure (masked) when it failed or gave no reward."""
+        try:
+            outcome = play()
+        except StatusError as error:
+            if error.status in RESPONSE_REFUSED:  # the response was too large or malformed for the server
+                return Score(value=self.failure_value, info={"refused": str(error)[:300]})
+            return Score.failure(f"{self.name}: {error}")
+        except (HttpError, ProtocolError, NoTask, OSError, ValueError) as error:
+            return Score.failure(f"{self.name}: {type(error).__name__}: {error}")
+        if not outcome.done:  # the environment refused the answer (too long, wrong type): the response's fault
+            return Score(value=self.failure_value, info={"refused": outcome.text[:300]})
+        if outcome.reward is None or outcome.masked:
+            return Score.failure(f"{self.name}: the episode ended without a reward: {outcome.text[:200]}")
+        return Score(value=outcome.reward, info={"episode": outcome.text[:500]})
+
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
-        scores = []
-        for sample in samples:
-            try:
-                outcome = self.episode(sample)
-            except StatusError as error:
-                if error.status in RESPONSE_REFUSED:  # the response was too large or malformed for the server
-                    scores.append(Score(value=self.failure_value, info={"refused": str(error)[:300]}))
-                else:
-                    scores.append(Score.failure(f"{self.name}: {error}"))
-                continue
-            except (HttpError, ProtocolError, NoTask, OSError, ValueError) as error:
-                scores.append(Score.failure(f"{self.name}: {type(error).__name__}: {error}"))
-                continue
-            if not outcome.done:  # the environment refused the answer (too long, wrong type): the response's fault
-                scores.append(Score(value=self.failure_value, info={"refused": outcome.text[:300]}))
-            elif outcome.reward is None or outcome.masked:
-                scores.append(Score.failure(f"{self.name}: the episode ended without a reward: {outcome.text[:200]}"))
-            else:
-                scores.append(Score(value=outcome.reward, info={"episode": outcome.text[:500]}))
-        return scores
+        return [self.outcome_score(functools.partial(self.episode, sample)) for sample in samples]
 
 
 @register("ors", family=True, usage="ors:http://HOST:PORT")
