@@ -129,11 +129,25 @@ class Rubric:
             data["validation"] = self.validation
         return data
 
+    def weights(self) -> dict[str, float]:
+        """A per-task rubric's criterion → weight, the `weights` of `{"gdpo": ...}` over a judge graded with it."""
+        return {c.name: c.weight for c in self.checklist_criteria()}
+
+    def checklist_criteria(self) -> list[Criterion]:
+        """A per-task rubric's criteria; a per-prompt rubric has none that fit every prompt (ValueError)."""
+        if self.scope != "task":
+            raise ValueError("a per-prompt rubric has one checklist per prompt: use criteria_for(prompt) as each "
+                             "sample's reference (judge checklist mode, criteria_from='reference')")
+        return self.criteria
+
     def checklist(self) -> list[dict[str, Any]]:
         """A per-task rubric's criteria as `judge`'s `criteria` option ({name, criterion, weight} mappings)."""
-        if self.scope != "task":
-            raise ValueError("a per-prompt rubric has one checklist per prompt: use criteria_for(prompt)")
-        return [{"name": c.name, "criterion": c.criterion, "weight": c.weight} for c in self.criteria]
+        return checklist_of(self.checklist_criteria())
+
+
+def checklist_of(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
+    """Criteria as `judge` checklist items ({name, criterion, weight}): its `criteria` option, or a reference."""
+    return [{"name": c.name, "criterion": c.criterion, "weight": c.weight} for c in criteria]
 
 
 def rubric_from_dict(data: Any, where: str) -> Rubric:

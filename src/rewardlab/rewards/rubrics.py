@@ -23,6 +23,7 @@ from rewardlab.rewards._judge_parse import fence_token, load_template, parse_cri
 from rewardlab.rewards._rubric_store import (
     Criterion,
     Rubric,
+    checklist_of,
     criterion_name,
     load_rubric,
     prompt_key,
@@ -33,9 +34,9 @@ from rewardlab.rewards.judge import JudgeReward, _prompt_text
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample, Score
 
-__all__ = ["Criterion", "Rubric", "ValidationThresholds", "generate_rubric", "generate_rubric_from_references",
-           "load_rubric", "parse_rubric_answer", "rubric_from_dict", "rubric_judge", "save_rubric",
-           "validate_rubric"]
+__all__ = ["Criterion", "Rubric", "ValidationThresholds", "checklist_of", "generate_rubric",
+           "generate_rubric_from_references", "load_rubric", "merge_criteria", "parse_rubric_answer",
+           "rubric_from_dict", "rubric_judge", "save_rubric", "validate_rubric"]
 
 PAIRS_TEMPLATE = "rubric-gen-v1"
 REFERENCE_TEMPLATE = "rubric-gen-reference-v1"
@@ -240,7 +241,7 @@ def validate_rubric(judge: JudgeReward, rubric: Rubric, pairs: Sequence[Preferen
         raise ValueError(f"none of the {len(pairs)} pairs has criteria in the rubric (or all are ties)")
     samples = []
     for pair, criteria in jobs:
-        checklist = [{"name": c.name, "criterion": c.criterion, "weight": c.weight} for c in criteria]
+        checklist = checklist_of(criteria)
         for response in (pair.chosen, pair.rejected):
             samples.append(Sample(prompt=pair.prompt, response=response, reference=checklist))
     scores = score_in_batches(judge, samples, batch_size=batch_size, on_progress=on_progress)
