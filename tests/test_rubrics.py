@@ -86,8 +86,8 @@ def test_parse_rubric_answer_reads_each_line_shape() -> None:
             "- loud | 9 | Is it loud?\n- odd | heavy | Is it odd?\n- cites | 1 | Duplicate name?\nScore: 5")
     found = parse_rubric_answer(text, limit=10)
     assert [(c.name, c.criterion, c.weight) for c in found] == [
-        ("cites", "Does it cite?", 4.0), ("polite_tone", "Is it polite?", 1.0), ("is_it_correct", "Is it correct?", 1.0),
-        ("loud", "Is it loud?", 5.0), ("odd", "Is it odd?", 1.0)]
+        ("cites", "Does it cite?", 4.0), ("polite_tone", "Is it polite?", 1.0),
+        ("is_it_correct", "Is it correct?", 1.0), ("loud", "Is it loud?", 5.0), ("odd", "Is it odd?", 1.0)]
     assert parse_rubric_answer("no bullets here") == []
     assert len(parse_rubric_answer(RUBRIC_ANSWER, limit=2)) == 2
 
@@ -126,10 +126,10 @@ def test_rubric_files_refuse_other_formats_and_edited_content(tmp_path: Path) ->
         rubric_from_dict({**data, "format": "other"}, "r.json")
     with pytest.raises(ValueError, match="format_version 9"):
         rubric_from_dict({**data, "format_version": 9}, "r.json")
-    with pytest.raises(ValueError, match="r.json: criteria\\[0\\]: weight"):
+    with pytest.raises(ValueError, match=r"r\.json: criteria\[0\]: weight"):
         rubric_from_dict({**data, "criteria": [{"criterion": "A?", "weight": -1}]}, "r.json")
     edited = {**data, "criteria": [{"name": "a", "criterion": "A?", "weight": 5.0}]}
-    with pytest.raises(ValueError, match="fingerprint .* does not match"):
+    with pytest.raises(ValueError, match=r"fingerprint .* does not match"):
         rubric_from_dict(edited, "r.json")
     accepted = rubric_from_dict({k: v for k, v in edited.items() if k != "fingerprint"}, "r.json")
     assert accepted.criteria[0].weight == 5.0  # deleting the fingerprint accepts a hand edit deliberately
