@@ -53,6 +53,7 @@ COMPOSITES: dict[str, tuple[Any, list[Sample]]] = {
     "ensemble": ({"ensemble": {"parts": ["f1", "exact_match"], "penalty": 0.5}}, QA),
     "zscore": ({"zscore": "f1"}, QA),
     "group_norm": ({"group_norm": {"reward": "f1", "scale": True}}, QA),
+    "gdpo": ({"gdpo": {"reward": {"sum": {"exact_match": 1.0, "f1": 0.5}}}}, QA),
     "rank": ({"rank": "f1"}, QA),
     "clip": ({"clip": {"reward": {"length": {}}, "low": 0, "high": 5}}, QA),
 }
