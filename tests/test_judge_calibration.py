@@ -128,7 +128,7 @@ def test_length_bias_is_the_mean_shift_of_a_padded_copy() -> None:
     option = {"rate": 1.0, "probes": ["length"]}
     samples = [Sample(prompt="q", response="a good answer, long enough"),
                Sample(prompt="q", response="bad, long enough to be padded!")]
-    assert all(len(s.response) <= 80 < len(padded_copy(s.response)) for s in samples)  # type: ignore[arg-type]
+    assert all(len(s.response) <= 80 < len(padded_copy(s.response)) for s in samples)
     with biased_judge(length=True) as url:
         biased = judge(url, calibration=option)
         biased.score(samples)

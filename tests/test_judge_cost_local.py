@@ -1,0 +1,112 @@
+"""The local judge uses the machine without changing its answers: batched greedy generation equals one conversation
+at a time, the shared-prefix KV cache gives the same next-token probabilities (fp32, within 1e-4) and the same
+judge scores, and a prefix remembered from one batch serves the next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("transformers")
+
+import rewardlab
+from rewardlab import Sample
+from rewardlab.rewards._judge_local import HFBackend, shared_prefix_length
+from rewardlab.rewards.judge import JudgeReward
+from tests.conformance_cases.judge import tiny_causal_lm
+
+SYSTEM = "You are a careful judge. Read the question and the answer, then reply Yes or No and nothing else."
+
+
+def conversations(n: int, system: str = SYSTEM) -> list[list[dict[str, str]]]:
+    return [[{"role": "system", "content": system},
+             {"role": "user", "content": f"Question {i}: what is {i} + {i}?{' Think.' * (i % 3)} Answer: {2 * i}"}]
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def model() -> str:
+    return tiny_causal_lm()
+
+
+def test_batched_greedy_generation_equals_one_at_a_time(model: str) -> None:
+    convs = conversations(7)
+    batched = HFBackend(model, batch_size=4).generate(convs, max_new_tokens=6)
+    alone = HFBackend(model, batch_size=1, prefix_cache=False).generate(convs, max_new_tokens=6)
+    assert [c[0].text for c in batched] == [c[0].text for c in alone]
+    assert [c[0].prompt_tokens for c in batched] == [c[0].prompt_tokens for c in alone]
+    assert [c[0].completion_tokens for c in batched] == [c[0].completion_tokens for c in alone]
+
+
+def test_prefix_cached_probabilities_equal_uncached_in_fp32(model: str) -> None:
+    convs = conversations(6)
+    cached, plain = HFBackend(model, batch_size=3), HFBackend(model, batch_size=3, prefix_cache=False)
+    groups = [["Yes", " Yes"], ["No", " No"], ["A"]]
+    with_cache = cached.next_token_probs(convs, groups, prefix="Answer:")
+    without = plain.next_token_probs(convs, groups, prefix="Answer:")
+    assert cached.prefix_tokens_reused > 0 and plain.prefix_tokens_reused == 0
+    flat = [p for row in with_cache for p in row]
+    assert flat == pytest.approx([p for row in without for p in row], rel=1e-4)
+    logits_cached, _ = cached._last_logits([cached.render(c) for c in convs[:3]])
+    logits_plain, _ = plain._last_logits([plain.render(c) for c in convs[:3]])
+    assert float((logits_cached - logits_plain).abs().max()) < 1e-4
+    assert cached.usage.prompt_tokens == plain.usage.prompt_tokens  # the cache saves compute, not accounting
+
+
+def test_a_remembered_prefix_serves_a_later_single_conversation(model: str) -> None:
+    backend = HFBackend(model, batch_size=4)
+    convs = conversations(5)
+    backend.next_token_probs(convs[:4], [["Yes"]])
+    after_batch = backend.prefix_tokens_reused
+    (alone,) = backend.next_token_probs(convs[4:], [["Yes"]])
+    assert backend.prefix_tokens_reused > after_batch  # the one conversation started with the remembered prefix
+    (expected,) = HFBackend(model, prefix_cache=False).next_token_probs(convs[4:], [["Yes"]])
+    assert alone == pytest.approx(expected, rel=1e-4)
+
+
+def test_rows_with_no_long_common_prefix_run_plain(model: str) -> None:
+    backend = HFBackend(model, batch_size=2)
+    convs = [[{"role": "user", "content": "alpha"}], [{"role": "system", "content": "beta"}]]
+    backend.next_token_probs(convs, [["Yes"]])
+    assert backend.prefix_tokens_reused == 0
+
+
+def test_a_text_cut_to_fit_runs_without_the_prefix_cache(model: str) -> None:
+    convs = conversations(3, system=SYSTEM * 8)
+    short = HFBackend(model, batch_size=3, max_length=64)
+    got = short.next_token_probs(convs, [["Yes"], ["No"]])
+    assert short.prefix_tokens_reused == 0  # left truncation cuts the shared prefix: the plain batch is used
+    expected = HFBackend(model, batch_size=3, max_length=64, prefix_cache=False).next_token_probs(convs, [["Yes"],
+                                                                                                        ["No"]])
+    assert [p for row in got for p in row] == pytest.approx([p for row in expected for p in row], rel=1e-6)
+
+
+@pytest.mark.parametrize("options", [{"mode": "pyes"}, {"mode": "pairwise", "scoring": "logits"},
+                                     {"mode": "pointwise", "max_new_tokens": 4}])
+def test_judge_scores_are_the_same_with_and_without_the_prefix_cache(model: str, options: dict[str, Any]) -> None:
+    samples = [Sample(prompt=f"What is {i} + 1?", response=str(i + 1), reference=str(i)) for i in range(5)]
+    scores = {}
+    for prefix_cache in (True, False):
+        reward = rewardlab.load({f"judge:{model}": {**options, "prefix_cache": prefix_cache, "batch_size": 4}})
+        assert isinstance(reward, JudgeReward)
+        scores[prefix_cache] = reward.score(samples)
+    assert [s.error for s in scores[True]] == [s.error for s in scores[False]]
+    assert [s.value for s in scores[True]] == pytest.approx([s.value for s in scores[False]], abs=1e-4)
+
+
+def test_batch_size_must_be_a_positive_integer(model: str) -> None:
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
+        HFBackend(model, batch_size=0)
+
+
+@given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=12), min_size=1, max_size=5))
+def test_the_shared_prefix_is_common_maximal_and_leaves_each_row_a_token(rows: list[list[int]]) -> None:
+    k = shared_prefix_length(rows)
+    if len(rows) < 2:
+        assert k == 0
+        return
+    assert all(r[:k] == rows[0][:k] and len(r) > k for r in rows)
+    assert k == min(len(r) for r in rows) - 1 or len({r[k] for r in rows}) > 1
