@@ -4,6 +4,7 @@ accounting whose per-sample shares sum to what the server reported."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,22 @@ def test_the_servers_metrics_list_each_components_ledger() -> None:
     assert 'rewardlab_component_requests{component="judge"} 1' in text
     assert 'rewardlab_component_prompt_tokens{component="judge"} 11' in text
     assert 'rewardlab_component_duplicates{component="judge"} 1' in text
+
+
+def test_eval_reports_each_components_spend_in_metrics_and_the_html(tmp_path: Path) -> None:
+    from rewardlab.evaluate.runner import evaluate
+
+    script = Script([(200, "Score: 4"), (200, "Score: 2")])  # then "Score: 2" for every later request
+    pairs = [{"prompt": "q", "chosen": "same", "rejected": "worse"},
+             {"prompt": "q", "chosen": "same", "rejected": "other"}]  # "same" twice: one call, one duplicate
+    with scripted(script) as url:
+        result = evaluate({f"judge:{url}": {"prices": {"prompt_per_million": 1e6}}}, pairs, output_dir=tmp_path,
+                          robustness_pairs=0, batch_size=8)
+    (label,) = result["rewards"]
+    cost = result["rewards"][label]["cost"]["judge"]
+    assert cost["samples"] == 4 and cost["requests"] == 3 and cost["duplicates"] == 1
+    assert cost["prompt_tokens"] == 33 and cost["cost_usd"] == pytest.approx(33.0)  # 1 USD a token: 11 a request
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["rewards"][label]["cost"] == result["rewards"][label]["cost"]
+    report = (tmp_path / "report.html").read_text()
+    assert "<h2>Cost</h2>" in report and "<td>judge</td><td>3</td><td>33</td><td>9</td><td>33.000000</td>" in report

@@ -331,8 +331,28 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
                 cells.append(f"<td>{cell(e.get('flip_rate'))}</td><td>{cell(e.get('mean_abs_change_in_std'))}</td>")
             parts.append(f"<tr><td>{esc(p)}</td>{''.join(cells)}</tr>")
         parts.append("</table>")
+    parts.extend(_cost_section(rewards))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+COST_COLUMNS = ("requests", "prompt_tokens", "completion_tokens", "cost_usd", "cache_hits", "duplicates", "hit_rate",
+                "calibration_gold_accuracy", "calibration_swap_consistency", "calibration_length_bias")
+
+
+def _cost_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What each reward component spent (judge requests, tokens, USD, cache) and its online calibration, if any."""
+    rows = [(label, part, counters) for label, m in rewards.items() for part, counters in (m.get("cost") or {}).items()]
+    if not rows:
+        return []
+    parts = ["<h2>Cost</h2><table><tr><th>reward</th><th>component</th>"
+             + "".join(f"<th>{c.replace('_', ' ')}</th>" for c in COST_COLUMNS) + "</tr>"]
+    for label, part, counters in rows:
+        parts.append(f"<tr><td>{html.escape(label)}</td><td>{html.escape(part)}</td>"
+                     + "".join(f"<td>{cell(counters.get(c), 6 if c == 'cost_usd' else 3)}</td>" for c in COST_COLUMNS)
+                     + "</tr>")
+    parts.append("</table>")
+    return parts
 
 
 def write_report(path: str | Path, result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any]]) -> Path:

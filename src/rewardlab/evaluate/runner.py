@@ -33,6 +33,7 @@ from rewardlab.evaluate.robustness import PERTURBATIONS, compare_both_orders, pe
 from rewardlab.evaluate.uncertainty import spread_report
 from rewardlab.jsonl import atomic_writer, dumps_row
 from rewardlab.provenance import library_versions, reward_provenance
+from rewardlab.runtime.accounting import component_usage
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PairwiseComparer, Reward, Sample, Score
 
@@ -289,6 +290,7 @@ def evaluate_reward(
         reward, plan, values, max_pairs=robustness_pairs, seed=seed, batch_size=batch_size, scale=std or None,
         on_progress=on_progress, comparer=comparer, pair_values=(pv.chosen, pv.rejected),
     )
+    metrics["cost"] = component_usage(reward)  # per component: judge requests, tokens, USD, cache hits, calibration
     metrics["provenance"] = {
         "reward": reward_provenance(reward, spec if spec is not None else reward.name),
         "batch_size": batch_size,
