@@ -40,6 +40,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import cpu_busy, describe  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "dense_credit.json"
 
 STEPS = [
@@ -65,14 +68,15 @@ def _samples(n: int) -> list[Any]:
 
 def _rate(reward: Any, samples: list[Any], repeats: int = 1) -> dict[str, float]:
     reward.score(samples[:2])  # warm-up: loads the model
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         scores = reward.score(samples)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     errors = sum(s.error is not None for s in scores)
     worst = max((abs(math.fsum(v for *_, v in s.spans) - s.value) for s in scores
                  if s.spans is not None and s.value is not None), default=0.0)
-    return {"samples_per_s": len(samples) * repeats / seconds, "errors": errors, "max_sum_error": worst}
+    return {"samples_per_s": len(samples) * repeats / seconds, "errors": errors, "max_sum_error": worst,
+            "cpu_busy": cpu_busy(cpu, seconds)}
 
 
 def throughput(n: int) -> dict[str, dict[str, float]]:
@@ -116,10 +120,11 @@ def throughput(n: int) -> dict[str, dict[str, float]]:
         print(f"  {label:<44} {out[label]['samples_per_s']:8.1f} samples/s", flush=True)
     segmenter = EntropySegmenter(policy, quantile=0.9, min_tokens=8)
     segmenter.split(samples[:2])
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     segmenter.split(samples)
-    out["entropy segmentation [tiny-llama]"] = {"samples_per_s": len(samples) / (time.perf_counter() - start),
-                                                "errors": 0, "max_sum_error": 0.0}
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    out["entropy segmentation [tiny-llama]"] = {"samples_per_s": len(samples) / seconds, "errors": 0,
+                                                "max_sum_error": 0.0, "cpu_busy": cpu_busy(cpu, seconds)}
     return out
 
 
@@ -264,12 +269,14 @@ def main() -> None:
     sim = simulate(args.groups)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({**results, "throughput": rates, "simulation": sim,
+                                   "machine": describe(),
                                    "settings": {"samples": args.samples, "groups": args.groups, "group_size": 8,
                                                 "tokens": 40, "p_wrong": 0.02, "signal": 0.05, "noise": 0.05}},
                                   indent=2) + "\n", encoding="utf-8")
-    print("\n| source | samples/s | max abs(Σ spans − value) |\n| --- | ---: | ---: |")
+    print(f"\n{describe()}\n| source | samples/s | cores busy | max abs(Σ spans − value) |")
+    print("| --- | ---: | ---: | ---: |")
     for label, row in rates.items():
-        print(f"| {label} | {row['samples_per_s']:.1f} | {row['max_sum_error']:.1e} |")
+        print(f"| {label} | {row['samples_per_s']:.1f} | {row['cpu_busy']:.0%} | {row['max_sum_error']:.1e} |")
     print("\n| credit | mean A wrong | mean A right | var A wrong | var A right | wrong pushed down "
           "| right pushed down | right tokens of wrong answers pushed down |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
