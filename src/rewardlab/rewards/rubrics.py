@@ -13,6 +13,7 @@ criterion's score is an objective of the judge's `Score`, so criteria compose an
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from rewardlab.rewards.judge import JudgeReward, _prompt_text
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample, Score
 
-__all__ = ["Criterion", "Rubric", "ValidationThresholds", "checklist_of", "generate_rubric",
+__all__ = ["Criterion", "Rubric", "ValidationThresholds", "checklist_of", "defang_bullets", "generate_rubric",
            "generate_rubric_from_references", "load_rubric", "merge_criteria", "parse_rubric_answer",
            "rubric_from_dict", "rubric_judge", "save_rubric", "validate_rubric"]
 
@@ -45,6 +46,7 @@ MAX_WEIGHT = 5.0
 _MODE_OPTIONS = ("mode", "criteria", "criteria_file", "criteria_from", "criterion", "template", "principles",
                  "user_principles")
 Progress = Callable[[int], None] | None
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
 
 
 def rubric_judge(spec: Any) -> JudgeReward:
@@ -86,6 +88,12 @@ def parse_rubric_answer(text: str, limit: int = 8) -> list[Criterion]:
     return list(found.values())[:limit]
 
 
+def defang_bullets(text: str) -> str:
+    """Quoted text with every line a criterion parser would read (`- …`, `* …`, `1. …`) prefixed `(quoted) `, so a
+    judge that echoes a response cannot plant criteria in the rubric (docs/judges.md, "Rubrics from data")."""
+    return "".join(f"(quoted) {line}" if _BULLET.match(line) else line for line in text.splitlines(keepends=True))
+
+
 def merge_criteria(answers: Sequence[Sequence[Criterion]], max_criteria: int, min_support: int = 1) -> list[Criterion]:
     """One checklist from many answers: criteria matched by name; `support` = how many answers wrote it, its text
     the most frequent wording, its weight the mean; the `max_criteria` best supported (first seen breaks ties)."""
@@ -116,7 +124,8 @@ def _write(judge: JudgeReward, template_name: str, items: Sequence[tuple[str, di
     for start in range(0, len(items), chunk):
         conversations = []
         for prompt, texts in items[start:start + chunk]:
-            quoted = {key: quote(value, judge.max_chars)[0] for key, value in {"prompt": prompt, **texts}.items()}
+            quoted = {key: defang_bullets(quote(value, judge.max_chars)[0])
+                      for key, value in {"prompt": prompt, **texts}.items()}
             conversations.append(template.conversation(
                 fence=fence_token(template.sha256, *quoted.values()), **quoted))
         for (draw, *_) in judge.backend.generate(conversations, max_new_tokens=judge.max_new_tokens,
