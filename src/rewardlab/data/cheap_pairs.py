@@ -47,7 +47,7 @@ PERTURBATIONS = ("negation", "number", "entity")
 """The meaning-changing edits `perturbation_pairs` can make."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
+_NUMBER = re.compile(r"(?<![\w.])\d{1,15}(?:\.\d{1,15})?(?!\w)(?!\.\d)")  # bounded: no 10^5-digit int()
 _AUX = re.compile(r"\b(is|are|was|were|can|will|should|does|do|did|has|have|had|could|would|must)\b( not\b|n't\b)?",
                   re.IGNORECASE)
 _NEGATED = re.compile(r"\b(is|are|was|were|can|will|should|does|do|did|has|have|had|could|would|must)"

@@ -82,13 +82,25 @@ def encode_pairs(
         out.rejected_response_tokens.append(rejected.response_tokens)
         out.margin.append(float("nan") if pair.margin is None else float(pair.margin))
         out.tie.append(bool(pair.tie))
-        out.smoothing.append(float(pair.metadata.get("label_smoothing", float("nan"))))
+        out.smoothing.append(_pair_smoothing(index, pair))
         out.subset.append(pair.subset or "all")
         if chosen.truncated or rejected.truncated:
             out.truncated_pairs += 1
         out.prompt_tokens_dropped += chosen.prompt_tokens_dropped + rejected.prompt_tokens_dropped
         out.response_tokens_dropped += chosen.response_tokens_dropped + rejected.response_tokens_dropped
     return out
+
+
+def _pair_smoothing(index: int, pair: PreferencePair) -> float:
+    """A pair's `metadata["label_smoothing"]` (NaN when absent); a value that is not a number in [0, 0.5] (above 0.5
+    it would turn the label around) is a ValueError naming the pair."""
+    value = pair.metadata.get("label_smoothing")
+    if value is None:
+        return float("nan")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 0.5:
+        raise ValueError(f"pair {index} (id {pair.id!r}): metadata label_smoothing must be a number in [0, 0.5], "
+                         f"got {value!r}")
+    return float(value)
 
 
 def pair_batches(
