@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardlab.envs import Environment, load_env
 from rewardlab.envs.remote import RemoteEnvironment, remote_tools
@@ -38,13 +40,13 @@ SEARCH_DECLARED = {"name": "search", "description": SEARCH_TOOL.description,
                    "input_schema": dict(SEARCH_TOOL.parameters)}
 
 
-def _search_spec(folder: Path) -> dict[str, Any]:
+def search_spec(folder: Path) -> dict[str, Any]:
     corpus = folder / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(doc) + "\n" for doc in DOCS), encoding="utf-8")
     return {"search": {"corpus": str(corpus), "k": 1, "reward": REWARD, "max_calls": 8}}
 
 
-def _public_tasks(folder: Path, env: Environment) -> str:
+def public_tasks(folder: Path, env: Environment) -> str:
     path = folder / "public.jsonl"
     path.write_text("".join(json.dumps({"id": t.id, "prompt": t.prompt}) + "\n" for t in env.tasks()),
                     encoding="utf-8")
@@ -93,9 +95,9 @@ def _health(url: str) -> dict[str, Any]:
 
 
 def test_nemo_tools_proxied_with_state(tmp_path: Path) -> None:
-    served = load_env(_search_spec(tmp_path))
+    served = load_env(search_spec(tmp_path))
     with app_in_background(create_protocol_app(served, "nemo-gym")) as server:
-        spec = {"url": f"nemo:{server.url}", "tasks": _public_tasks(tmp_path, served), "tools": [SEARCH_DECLARED]}
+        spec = {"url": f"nemo:{server.url}", "tasks": public_tasks(tmp_path, served), "tools": [SEARCH_DECLARED]}
         env = load_env({"remote": spec})
         assert isinstance(env, RemoteEnvironment)
         _check_proxied(env)
@@ -103,9 +105,9 @@ def test_nemo_tools_proxied_with_state(tmp_path: Path) -> None:
 
 
 def test_truncation_and_a_failed_remote(tmp_path: Path) -> None:
-    served = load_env(_search_spec(tmp_path))
+    served = load_env(search_spec(tmp_path))
     with app_in_background(create_protocol_app(served, "nemo-gym")) as server:
-        spec = {"url": f"nemo:{server.url}", "tasks": _public_tasks(tmp_path, served), "tools": [SEARCH_DECLARED],
+        spec = {"url": f"nemo:{server.url}", "tasks": public_tasks(tmp_path, served), "tools": [SEARCH_DECLARED],
                 "max_calls": 2, "timeout": 5}
         env = load_env({"remote": spec})
 
@@ -127,8 +129,8 @@ def test_truncation_and_a_failed_remote(tmp_path: Path) -> None:
 
 
 def test_a_remote_that_is_down_fails_the_episode_masked(tmp_path: Path) -> None:
-    served = load_env(_search_spec(tmp_path))
-    spec = {"url": f"nemo:http://127.0.0.1:{free_port()}", "tasks": _public_tasks(tmp_path, served),
+    served = load_env(search_spec(tmp_path))
+    spec = {"url": f"nemo:http://127.0.0.1:{free_port()}", "tasks": public_tasks(tmp_path, served),
             "tools": [SEARCH_DECLARED], "timeout": 5}
     env = load_env({"remote": spec})
     session = env.new_session(0)
@@ -157,6 +159,16 @@ def test_remote_tool_declarations_are_checked() -> None:
         remote_tools({"name": "ls"}, "submit", "s")
 
 
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(st.text(alphabet="abcdefgh_", min_size=1, max_size=6).filter(lambda n: n != "submit"),
+                      unique=True, max_size=6), at=st.integers(min_value=0, max_value=6))
+def test_listed_tools_keep_their_order_without_the_answer_tool(names: list[str], at: int) -> None:
+    listed = [{"name": n, "description": f"tool {n}"} for n in names]
+    listed.insert(min(at, len(listed)), {"name": "submit", "description": "the remote's answer tool"})
+    tools = remote_tools(listed, "submit", "s")
+    assert [t.name for t in tools] == names and [t.description for t in tools] == [f"tool {n}" for n in names]
+
+
 # ---------------------------------------------------------------- ORS and OpenEnv (the 'protocols' extra)
 @pytest.fixture
 def ors_cli(tmp_path: Path) -> Iterator[str]:
@@ -164,7 +176,7 @@ def ors_cli(tmp_path: Path) -> Iterator[str]:
     pytest.importorskip("openreward", reason="the 'protocols' extra is not installed")
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "rewardlab", "serve", "--env",
-                                json.dumps(_search_spec(tmp_path)), "--protocol", "ors", "--port", str(port),
+                                json.dumps(search_spec(tmp_path)), "--protocol", "ors", "--port", str(port),
                                 "--quiet"])
     url = f"http://127.0.0.1:{port}"
     try:
@@ -209,8 +221,8 @@ def test_ors_tools_listed_and_proxied(ors_cli: str, tmp_path: Path) -> None:
 @pytest.mark.protocols
 def test_openenv_tools_listed_and_proxied(tmp_path: Path) -> None:
     pytest.importorskip("openenv", reason="the 'protocols' extra is not installed")
-    served = load_env(_search_spec(tmp_path))
+    served = load_env(search_spec(tmp_path))
     with app_in_background(create_protocol_app(served, "openenv")) as server:
-        env = load_env({"remote": {"url": f"openenv:{server.url}", "tasks": _public_tasks(tmp_path, served)}})
+        env = load_env({"remote": {"url": f"openenv:{server.url}", "tasks": public_tasks(tmp_path, served)}})
         assert isinstance(env, RemoteEnvironment)  # its tools from a list_tools step
         _check_proxied(env)

@@ -40,6 +40,9 @@ from rewardlab.types import Episode, Reward, Sample, Score
 SCHEMES = ("ors", "openenv", "nemo")
 REMOTE_FAILURES = (HttpError, ProtocolError, OSError, ValueError)
 """What a failing remote session raises (unreachable, an error status, a broken stream or answer)."""
+NEMO_ROUTES = frozenset({"seed_session", "verify", "close_session", "health", "aggregate_metrics", "sandbox_access",
+                         "mcp", "docs", "openapi.json"})
+"""A NeMo-Gym resources server's own routes: never a tool (a policy's call must not reach `/verify`)."""
 
 
 class RemoteSession(Protocol):
@@ -270,7 +273,9 @@ class RemoteEnvironment(Environment):
         if not tasks:
             raise ValueError(f"environment 'remote' at {url} has no tasks")
         listed = declared if declared is not None else _listed_tools(reward)
-        return cls(tasks, reward, max_calls=max_calls, tools=remote_tools(listed, reward.tool, str(url)))
+        reserved = NEMO_ROUTES if scheme == "nemo" else frozenset()
+        return cls(tasks, reward, max_calls=max_calls,
+                   tools=remote_tools(listed, reward.tool, str(url), reserved=reserved))
 
 
 def _given(outcome: Outcome) -> Outcome:
@@ -295,9 +300,10 @@ def _listed_tools(reward: ProtocolReward) -> Any:
     return []
 
 
-def remote_tools(specs: Any, answer_tool: str, source: str) -> list[Tool]:
+def remote_tools(specs: Any, answer_tool: str, source: str, *, reserved: frozenset[str] = frozenset()) -> list[Tool]:
     """Tools from a remote's listing or a `tools` option (`name`, `description`, `input_schema` or `parameters`),
-    the answer tool left out; a malformed, duplicated or `submit`-shadowing tool raises naming it and `source`."""
+    the answer tool left out; a malformed, duplicated, `submit`-shadowing or `reserved` tool raises naming it and
+    `source`."""
     if not isinstance(specs, list):
         raise ValueError(f"{source}: 'tools' must be a list of {{name, description, input_schema}}, got "
                          f"{type(specs).__name__}")
@@ -311,6 +317,8 @@ def remote_tools(specs: Any, answer_tool: str, source: str) -> list[Tool]:
         if name == SUBMIT:
             raise ValueError(f"{source}: the remote tool 'submit' is not its answer tool {answer_tool!r} and would "
                              "shadow ours; set the 'tool' option to the remote's answer tool")
+        if name in reserved:
+            raise ValueError(f"{source}: {name!r} is a route of the server itself, not a tool")
         if any(tool.name == name for tool in tools):
             raise ValueError(f"{source}: tool {name!r} is listed twice")
         schema = spec.get("input_schema", spec.get("parameters", {"type": "object", "properties": {}}))
