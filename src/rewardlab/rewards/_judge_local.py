@@ -173,7 +173,7 @@ class HFBackend:
         prefix = tuple(rows[0][:common])
         with torch.no_grad(), self._autocast():
             answer = model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
-        cache = getattr(answer, "past_key_values", None) or getattr(answer, "cache", None)
+        cache = answer["cache"] if "cache" in answer else answer["past_key_values"]  # the newer name first
         with self._lock:
             self._memo = (prefix, cache)
         return common, cache
