@@ -103,7 +103,8 @@ def run_generate(args: argparse.Namespace) -> int:
         if args.origin == "pairs":
             pairs = _pairs(args)
             rubric = generate_rubric(judge, pairs, scope=args.scope or "task",
-                                     on_progress=bars.start(str(args.input), len(pairs)), **options)
+                                     on_progress=bars.start(str(args.input), sum(not p.tie for p in pairs)),
+                                     **options)
         else:
             samples = _references(args)
             rubric = generate_rubric_from_references(judge, samples, scope=args.scope or "prompt",

@@ -173,7 +173,7 @@ def rubric_from_dict(data: Any, where: str) -> Rubric:
     rubric = Rubric(criteria=_criteria(data.get("criteria", []), f"{where}: criteria"), scope=str(scope),
                     prompts=prompts, version=version, source=dict(source) if isinstance(source, Mapping) else {},
                     validation=dict(validation) if isinstance(validation, Mapping) else None)
-    if scope == "task" and not rubric.criteria:
+    if not rubric.all_criteria():
         raise ValueError(f"{where}: the rubric has no criteria (validation may have dropped them all)")
     stated = data.get("fingerprint")
     if stated is not None and stated != rubric.fingerprint():

@@ -237,7 +237,8 @@ def validate_rubric(judge: JudgeReward, rubric: Rubric, pairs: Sequence[Preferen
                     on_progress: Progress = None, data: str | None = None) -> Rubric:
     """Score each pair's chosen and rejected response criterion by criterion (checklist mode, the rubric's criteria
     as each sample's reference); a new version of the rubric keeps the criteria that separate the pairs
-    (`thresholds`), each with its stats, and lists the dropped ones with theirs and why."""
+    (`thresholds`), each with its stats, and lists the dropped ones with theirs and why. A per-prompt rubric's
+    criteria are judged by name across prompts (a name several prompts share is kept or dropped everywhere)."""
     thresholds = thresholds or ValidationThresholds()
     if judge.mode != "checklist" or judge.criteria_from != "reference":
         raise ValueError("validate_rubric needs a checklist judge with criteria_from='reference' (see rubric_judge)")
