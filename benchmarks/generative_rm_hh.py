@@ -5,10 +5,16 @@ HH-RLHF harmless pairs. Marked benchmark: it trains a 135 M-parameter LM on CPU 
 Data: ../shared/data/hh-rlhf-harmless-1800.jsonl.gz. Training pairs come from the first 1,500 rows (`--train-pairs`
 of them, each in both orders); the judges are measured through `rewardlab eval` (the same batching and limits as
 any `judge:` spec, logits scoring, both orders) on `--rows` of the last 300. Both judges use the same compact
-pairwise template (written to the output folder) and `max_chars`, so that a sequence is ~250 tokens: on two
+pairwise template (written to the output folder) and `max_chars`, so that a sequence is ~300 tokens: on two
 shared CPU cores a full-size run (1,500 pairs, 300 held out, the 250-token default template) takes hours.
 
-    .venv/bin/python benchmarks/generative_rm_hh.py [--train-pairs 128] [--rows 1500:1600] [--freeze-layers 24]
+Threads: each evaluation process gets `OMP_NUM_THREADS` = free cores / processes (at least 1; the trainer already
+does this). With torch's default of every core per process, a busy 2-core machine (load average 13) ran a SmolLM2
+forward pass of 8 x 270 tokens in 47 s wall and 12.5 s CPU with two threads against 17 s and 3.6 s with one: OpenMP's
+spinning workers fighting for the cores, the main cause of the slow first run. Training uses the fused (`sdpa`)
+attention: 27 of 30 layers are frozen and run forward only (a step measured 38 s with sdpa and 53 s with eager).
+
+    .venv/bin/python benchmarks/generative_rm_hh.py [--train-pairs 160] [--rows 1500:1800] [--phase before|train|after]
 
 Writes benchmarks/results/generative_rm_hh.json and prints the table: pairwise accuracy ± its standard error,
 position consistency (the verdict is the same in both orders) and first-position rate.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -53,6 +60,11 @@ def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tupl
     if (output / f"rows-{start}-{end}" / "metrics.json").is_file():  # the whole range in one slice, from before
         shards = 1
     cuts = [start + (end - start) * k // shards for k in range(shards + 1)]
+    from rewardlab.train.environment import cpu_threads
+
+    # torch's default (every core per process) on a busy machine makes OpenMP's spinning workers fight: measured here
+    # one thread per process ran a forward pass 2.8x faster than two (see the module docstring)
+    env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads(shards))}
     running, parts = [], []
     started = time.perf_counter()
     for k in range(shards):
@@ -63,11 +75,16 @@ def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tupl
         command = [sys.executable, "-m", "rewardlab", "eval", "--data", str(DATA), "--rows", f"{cuts[k]}:{cuts[k + 1]}",
                    "--output", str(folder), "--robustness-pairs", "0", "--no-report", "--quiet", "--batch-size", "32",
                    "--reward", json.dumps(spec)]
-        running.append(subprocess.Popen(command, cwd=ROOT))
+        running.append(subprocess.Popen(command, cwd=ROOT, env=env))
     if any(process.wait() != 0 for process in running):
         raise SystemExit(f"rewardlab eval failed for {spec}")
+    seconds = time.perf_counter() - started
+    for folder in parts:  # the wall time of the run that scored a slice, kept for a resumed run's table
+        clock = folder / "wall_seconds.json"
+        if not clock.is_file():
+            clock.write_text(json.dumps({"seconds": round(seconds, 1), "load_average": os.getloadavg()[0]}))
     results = [next(iter(json.loads((folder / "metrics.json").read_text())["rewards"].values())) for folder in parts]
-    return merge(results), time.perf_counter() - started
+    return merge(results), max(json.loads((folder / "wall_seconds.json").read_text())["seconds"] for folder in parts)
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -99,14 +116,16 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-pairs", type=int, default=64, help="pairs of the first 1,500 to train on")
-    parser.add_argument("--rows", default="1500:1600", help="held-out rows the judges are measured on")
+    parser.add_argument("--train-pairs", type=int, default=160, help="pairs of the first 1,500 to train on")
+    parser.add_argument("--rows", default="1500:1800", help="held-out rows the judges are measured on")
     parser.add_argument("--max-chars", type=int, default=200, help="characters of prompt and of each response shown")
     parser.add_argument("--freeze-layers", type=int, default=27, help="lowest layers frozen (SmolLM2 has 30)")
     parser.add_argument("--lora-r", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--shards", type=int, default=2, help="evaluation processes side by side")
+    parser.add_argument("--attention", default="sdpa", help="training attention kernel (27 frozen layers run forward "
+                        "only, where the fused kernel is faster than eager)")
+    parser.add_argument("--shards", type=int, default=1, help="evaluation processes side by side")
     parser.add_argument("--phase", choices=("all", "before", "train", "after"), default="all",
                         help="run only this phase (a later run reuses what an earlier one finished)")
     parser.add_argument("--output", type=Path, default=Path("/tmp/rewardlab-generative-rm-hh"))
@@ -129,7 +148,10 @@ def main() -> int:
                "max_chars": args.max_chars, "template": str(template)}
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
-                               "template": TEMPLATE, "machine": "2-core AMD EPYC with avx512_bf16, other work running"}
+                               "template": TEMPLATE,
+                               "command": " ".join(["benchmarks/generative_rm_hh.py", *sys.argv[1:]]),
+                               "machine": "2-core AMD EPYC with avx512_bf16, other work running (load average "
+                                          f"{os.getloadavg()[0]:.0f} when the table was written)"}
     out = RESULTS / "generative_rm_hh.json"
 
     summary["table"] = {}
@@ -151,7 +173,7 @@ def main() -> int:
         config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=1.0,
                              batch_size=args.batch_size, lr=args.lr, max_length=1024,
                              freeze_layers=args.freeze_layers, lora_r=args.lora_r, warmup_ratio=0.1, save_every=0,
-                             seed=0)
+                             seed=0, attention=args.attention)
         started = time.perf_counter()
         metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started

@@ -1,51 +1,85 @@
-"""SmolLM2-135M-Instruct's accuracy against k on held-out HH-RLHF harmless pairs: the pointwise judge (generate and
-parse `Score: N`) with k sampled critiques per verdict, aggregated by majority vote and by mean, and the meta-judge
-reading k critiques; k in 1, 3, 5, from 5 draws per judge prompt (rewardlab.evaluate.judge_scaling).
+"""SmolLM2-135M-Instruct's accuracy against k on held-out HH-RLHF harmless pairs: the pointwise judge (generate a
+short critique, parse `Score: N`) with k sampled critiques per verdict, aggregated by majority vote and by mean, and
+optionally (`--meta`) the meta-judge reading the same k critiques; k in `--ks` (default 1, 2, 4, 8).
 
-    .venv/bin/python benchmarks/judge_scaling_hh.py [--rows 1500:1512] [--max-new-tokens 64]
+    .venv/bin/python benchmarks/judge_scaling_hh.py [--rows 1500:1508] [--ks 1,2,4,8] [--max-new-tokens 40] [--meta]
 
-Writes benchmarks/results/judge_scaling_hh.json and prints the table. A tie or a missing verdict counts half, so a
-judge that rarely writes a parseable score sits near 0.5 whatever k is. Measured on a 2-core AMD EPYC with
-avx512_bf16 with other work running: wall seconds are noisy and only the accuracies are the result.
+Every judge draws from one shared set of max(k) seeded critiques per judge prompt (draw j has its own seed, so the
+first k draws are what a `samples=k` judge makes): vote, mean and the meta-judge differ only in how they combine
+them. Writes benchmarks/results/judge_scaling_hh.json and prints accuracy ± standard error per k. A tie or a missing
+verdict counts half, so a judge that rarely writes a parseable score sits near 0.5 whatever k is. Measured on a
+2-core AMD EPYC with avx512_bf16 with other work running: wall seconds are noisy and only the accuracies are the
+result.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 from pathlib import Path
+from typing import Any
 
-import rewardlab
 from _machine import Stopwatch, machine_record
-from rewardlab.data.eval_data import load_eval_data
-from rewardlab.evaluate.judge_scaling import judge_k_curve
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results"
 
 
+def standard_errors(accuracy: list[float], pairs: int) -> list[float]:
+    """The binomial standard error of each accuracy over `pairs` pairs (a half point counted as its own value)."""
+    return [math.sqrt(a * (1 - a) / pairs) if pairs else math.nan for a in accuracy]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1500:1512")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--rows", default="1500:1508")
+    parser.add_argument("--ks", default="1,2,4,8")
+    parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--max-chars", type=int, default=300, help="characters of prompt and of each response shown")
+    parser.add_argument("--meta", action="store_true", help="also the meta-judge (a greedy answer per pair and k)")
     args = parser.parse_args()
+    if not DATA.is_file():
+        print(f"skipped: {DATA} is absent (../shared/data beside the project)")
+        return
+    from rewardlab.train.environment import cpu_threads
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads(1)))  # before torch loads: see generative_rm_hh.py
+    import rewardlab
+    from rewardlab.data.eval_data import load_eval_data
+    from rewardlab.evaluate.judge_scaling import judge_k_curve, parse_ks
+    from rewardlab.rewards.judge_scaling import _PrefixDraws
+
+    ks = parse_ks(args.ks)
     pairs = load_eval_data(str(DATA), rows=args.rows).pairs
-    base = {"precision": "bf16", "batch_size": 8, "samples": 5, "max_new_tokens": args.max_new_tokens}
-    judges = {"self-consistency (vote)": {"mode": "pointwise", "aggregate": "vote"},
-              "self-consistency (mean)": {"mode": "pointwise", "aggregate": "mean"},
-              "meta-judge": {"mode": "meta"}}
-    out: dict[str, object] = {"rows": args.rows, "pairs": len(pairs), "ks": [1, 3, 5], **machine_record()}
+    base = {"precision": "bf16", "batch_size": 8, "samples": max(ks), "max_new_tokens": args.max_new_tokens,
+            "max_chars": args.max_chars}
+    judges: dict[str, dict[str, Any]] = {"self-consistency (vote)": {"mode": "pointwise", "aggregate": "vote"},
+                                         "self-consistency (mean)": {"mode": "pointwise", "aggregate": "mean"}}
+    if args.meta:
+        judges["meta-judge"] = {"mode": "meta"}
+    out: dict[str, Any] = {"rows": args.rows, "pairs": len(pairs), "ks": ks, "judge_options": base,
+                           "command": "benchmarks/judge_scaling_hh.py " + " ".join(
+                               f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "meta")
+                           + (" --meta" if args.meta else ""), **machine_record()}
+    shared: Any = None  # one backend view holding the draws, handed to every judge (the first one's model)
     table = {}
     for name, options in judges.items():
-        judge = rewardlab.load({"judge:smollm2": {**base, **options}})
+        judge: Any = rewardlab.load({"judge:smollm2": {**base, **options}})
+        shared = shared if shared is not None else _PrefixDraws(judge.backend, max(ks))
+        judge.backend = shared
         clock = Stopwatch()
-        curve = judge_k_curve(judge, pairs, [1, 3, 5])
+        curve = judge_k_curve(judge, pairs, ks)
         curve["wall_s"] = round(clock.stop(), 1)
-        judge.close()
+        curve["standard_error"] = standard_errors(curve["accuracy"], curve["pairs"])
         table[name] = curve
-        print(f"{name:26s} " + "  ".join(f"k={k}: {a:.3f}" for k, a in zip(curve["ks"], curve["accuracy"], strict=True))
-              + f"  (pairs without a verdict per k: {curve['pairs_without_a_verdict']})", flush=True)
+        print(f"{name:26s} " + "  ".join(f"k={k}: {a:.3f} ± {e:.3f}" for k, a, e in
+                                         zip(curve["ks"], curve["accuracy"], curve["standard_error"], strict=True))
+              + f"  (pairs without a verdict per k: {curve['pairs_without_a_verdict']}, {curve['wall_s']} s)",
+              flush=True)
+    shared.inner.close()
     out["judges"] = table
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "judge_scaling_hh.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
