@@ -52,6 +52,24 @@ def test_ors_sdk_plays_full_episodes(tmp_path: Path) -> None:
                     assert (output.reward, output.finished) == (expected, True)
 
 
+def test_ors_session_shows_what_the_environment_adds_to_the_prompt(tmp_path: Path) -> None:
+    """The server opens sessions through `Environment.new_session`: the sql environment's schema and evidence reach
+    the ORS prompt (they were lost when the server built a bare session on the task)."""
+    import openreward
+
+    from rewardlab.envs import load_env
+    from tests.test_envs_sql import make_spider
+
+    root, tasks = make_spider(tmp_path)
+    env = load_env({"sql": {"tasks": str(tasks), "db_root": str(root)}})
+    with app_in_background(create_protocol_app(env, "ors", ServeLimits(files_root=str(root)))) as server:
+        sdk = openreward.OpenReward(base_url=server.url).environments.get("sql", base_url=server.url)
+        with sdk.session(split="train", index=0) as session:
+            (block,) = session.get_prompt()
+            assert "Which cities are in France?" in block.text
+            assert "CREATE TABLE city" in block.text and "country = 'FR'" in block.text
+
+
 def test_trl_openreward_spec_builds_dataset_and_rollouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from trl.experimental.openreward import OpenRewardSpec
 

@@ -25,13 +25,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from rewardlab.envs import SUBMIT, Environment, Session, Task, ToolError
+from rewardlab.envs.remote import NEMO_ROUTES
 from rewardlab.serve.guard import BodyTooLargeError, ClientGoneError, read_body
 from rewardlab.serve.protocols.common import ServeLimits, protect
 from rewardlab.serve.wire import json_response
 
 COOKIE = "rewardlab_gym"
-RESERVED = frozenset({"seed_session", "verify", "close_session", "health", "aggregate_metrics", "sandbox_access",
-                      "mcp", "docs", "openapi.json"})
+RESERVED = NEMO_ROUTES
 
 
 class RowError(ValueError):
@@ -57,6 +57,14 @@ def task_of(env: Environment, row: dict[str, Any]) -> Task:
             prompt = "(prompt in the trainer's row)"
         return Task(id=str(row.get("id", "row")), prompt=prompt, reference=row["reference"])
     raise RowError("a row names its task with 'task_index' or 'task_id', or carries its 'reference'")
+
+
+def session_of(env: Environment, row: dict[str, Any]) -> Session:
+    """A fresh session on the task a row names, opened by the environment itself (`new_session`, so what it adds to
+    a task's prompt, such as the sql environment's schema, is shown); a row's own task gets a plain session."""
+    task = task_of(env, row)
+    index = next((i for i, known in enumerate(env.tasks()) if known is task), None)
+    return Session(env, task) if index is None else env.new_session(index)
 
 
 def final_answer(response: Any) -> tuple[str, dict[str, Any] | None]:
@@ -124,7 +132,7 @@ async def verified(env: Environment, sessions: GymSessions, key: str | None, row
     """The `/verify` answer: the request as it came, with the episode's reward (see the module docstring)."""
     session = sessions.get(key)
     if session is None:
-        session = Session(env, task_of(env, row))
+        session = session_of(env, row)
     if not session.done:
         text, submitted = final_answer(row.get("response"))
         if submitted is not None:
@@ -171,7 +179,7 @@ def create_nemo_app(env: Environment, limits: ServeLimits | None = None) -> Fast
     @app.post("/seed_session")
     async def seed_session(request: Request) -> Response:
         async def work(row: dict[str, Any]) -> Response:
-            key = sessions.open(Session(env, task_of(env, row)))
+            key = sessions.open(session_of(env, row))
             answer = json_response({})
             answer.set_cookie(COOKIE, key, httponly=True, samesite="strict")
             return answer

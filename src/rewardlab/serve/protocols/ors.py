@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from rewardlab.envs import Environment, Session
+from rewardlab.envs import Environment
 from rewardlab.envs.base import ToolOutput as EnvOutput
 from rewardlab.serve.protocols.common import ServeLimits, prompt_text, protect
 
@@ -72,7 +72,7 @@ def environment_class(env: Environment) -> type:
         task_id = str((task_spec or {}).get("id"))
         if task_id not in by_id:
             raise ValueError(f"task id {task_id!r} is not one of this environment's {len(by_id)} tasks")
-        self._rewardlab_session = Session(env, env.tasks()[by_id[task_id]])
+        self._rewardlab_session = env.new_session(by_id[task_id])
 
     def get_prompt(self: Any) -> Any:
         return [types.TextBlock(text=prompt_text(self._rewardlab_session.prompt_messages()))]
