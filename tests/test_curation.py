@@ -45,7 +45,8 @@ def pair(i: int, **extra: object) -> PreferencePair:
 
 
 def test_pair_strength_counts_a_zero_vote_as_half() -> None:
-    assert pair_strength([1.0, -0.5, 0.0]) == (0.5, pytest.approx(0.5 / 3))
+    agreement, strength = pair_strength([1.0, -0.5, 0.0])
+    assert agreement == 0.5 and strength == pytest.approx(0.5 / 3)
     assert pair_strength([2.0, 1.0]) == (1.0, 1.5)
     with pytest.raises(ValueError, match="at least one"):
         pair_strength([])
@@ -112,7 +113,7 @@ def test_curate_pairs_flips_drops_flags_and_smooths() -> None:
 
 
 def test_curate_pairs_ignores_missing_and_non_finite_votes() -> None:
-    votes = [[None, float("nan"), 1.0], [1.0, float("inf"), 1.0]]
+    votes: list[list[float | None]] = [[None, float("nan"), 1.0], [1.0, float("inf"), 1.0]]
     result = curate_pairs([pair(0), pair(1), pair(2)], votes)
     assert [v.votes for v in result.verdicts] == [1, 0, 2]
     assert [v.action for v in result.verdicts] == ["keep", "keep", "keep"]
