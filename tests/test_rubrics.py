@@ -132,7 +132,7 @@ def test_rubric_files_refuse_other_formats_and_edited_content(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"fingerprint .* does not match"):
         rubric_from_dict(edited, "r.json")
     empty = {"format": "rewardlab-rubric", "format_version": 1, "scope": "prompt", "criteria": [], "prompts": {}}
-    with pytest.raises(ValueError, match="r.json: the rubric has no criteria"):
+    with pytest.raises(ValueError, match=r"r\.json: the rubric has no criteria"):
         rubric_from_dict(empty, "r.json")
     accepted = rubric_from_dict({k: v for k, v in edited.items() if k != "fingerprint"}, "r.json")
     assert accepted.criteria[0].weight == 5.0  # deleting the fingerprint accepts a hand edit deliberately
