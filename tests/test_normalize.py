@@ -7,6 +7,7 @@ import math
 import statistics
 from collections.abc import Hashable, Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,11 @@ def test_zscore_ranks_and_clip_by_hand() -> None:
     assert rank_normalize([5.0, None, 1.0, 3.0]) == [1.0, None, 0.0, 0.5]
     assert rank_normalize([7.0]) == [0.5]
     assert clip([-2.0, 0.5, None, 9.0], 0.0, 1.0) == [0.0, 0.5, None, 1.0]
+
+
+def test_group_std_neither_underflows_nor_overflows() -> None:
+    # hypothesis found it: the squares of 6.8e-228 underflow to 0, so a two-value group came back unscaled
+    tiny = group_normalize([0.0, 1.3572803121654963e-227], [1, 1], eps=0.0, ddof=0)
+    assert tiny == [pytest.approx(-1.0), pytest.approx(1.0)]
+    huge = group_normalize([-1e300, 1e300], ["g", "g"], eps=0.0, ddof=0)  # 1e300 squared overflows to inf
+    assert huge == [pytest.approx(-1.0), pytest.approx(1.0)]

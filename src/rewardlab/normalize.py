@@ -69,9 +69,14 @@ def group_normalize(
     mean = np.bincount(ids, weights=x) / count
     centred = x - mean[ids]
     if scale:
-        squares = np.bincount(ids, weights=centred * centred)
+        # the squares are taken of deviations divided by the group's largest one, so tiny values (1e-200) do not
+        # underflow to a zero std and huge ones (1e200) do not overflow to an infinite one
+        largest = np.zeros(len(count))
+        np.maximum.at(largest, ids, np.abs(centred))
+        unit = np.where(largest[ids] > 0, centred / np.where(largest[ids] > 0, largest[ids], 1.0), 0.0)
+        squares = np.bincount(ids, weights=unit * unit)
         dof = count - ddof
-        std = np.where(dof > 0, np.sqrt(squares / np.where(dof > 0, dof, 1.0)), 0.0)
+        std = np.where(dof > 0, largest * np.sqrt(squares / np.where(dof > 0, dof, 1.0)), 0.0)
         denom = std + eps
         # a constant group stays at 0 rather than 0/0
         centred = np.where(denom[ids] > 0, centred / np.where(denom[ids] > 0, denom[ids], 1.0), centred)
