@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -162,8 +163,8 @@ def test_eval_reports_each_components_spend_in_metrics_and_the_html(tmp_path: Pa
     pairs = [{"prompt": "q", "chosen": "same", "rejected": "worse"},
              {"prompt": "q", "chosen": "same", "rejected": "other"}]  # "same" twice: one call, one duplicate
     with scripted(script) as url:
-        result = evaluate({f"judge:{url}": {"prices": {"prompt_per_million": 1e6}}}, pairs, output_dir=tmp_path,
-                          robustness_pairs=0, batch_size=8)
+        spec: dict[str, Any] = {f"judge:{url}": {"prices": {"prompt_per_million": 1e6}}}
+        result = evaluate(spec, pairs, output_dir=tmp_path, robustness_pairs=0, batch_size=8)
     (label,) = result["rewards"]
     cost = result["rewards"][label]["cost"]["judge"]
     assert cost["samples"] == 4 and cost["requests"] == 3 and cost["duplicates"] == 1
