@@ -164,7 +164,7 @@ def test_eval_reports_each_components_spend_in_metrics_and_the_html(tmp_path: Pa
              {"prompt": "q", "chosen": "same", "rejected": "other"}]  # "same" twice: one call, one duplicate
     with scripted(script) as url:
         spec: dict[str, Any] = {f"judge:{url}": {"prices": {"prompt_per_million": 1e6}}}
-        result = evaluate(spec, pairs, output_dir=tmp_path, robustness_pairs=0, batch_size=8)
+        result = evaluate([spec], pairs, output_dir=tmp_path, robustness_pairs=0, batch_size=8)
     (label,) = result["rewards"]
     cost = result["rewards"][label]["cost"]["judge"]
     assert cost["samples"] == 4 and cost["requests"] == 3 and cost["duplicates"] == 1
