@@ -17,6 +17,7 @@ from rewardlab import Sample
 from rewardlab.rewards._judge_local import HFBackend, shared_prefix_length
 from rewardlab.rewards.judge import JudgeReward
 from tests.conformance_cases.judge import tiny_causal_lm
+from tests.tiny_models import tiny_gpt2
 
 SYSTEM = "You are a careful judge. Read the question and the answer, then reply Yes or No and nothing else."
 
@@ -32,18 +33,26 @@ def model() -> str:
     return tiny_causal_lm()
 
 
-def test_batched_greedy_generation_equals_one_at_a_time(model: str) -> None:
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def any_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny Llama (rotary positions) and a tiny GPT-2 (learned absolute positions, no pad token of its own)."""
+    if request.param == "llama":
+        return tiny_causal_lm()
+    return tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "model")
+
+
+def test_batched_greedy_generation_equals_one_at_a_time(any_model: str) -> None:
     convs = conversations(7)
-    batched = HFBackend(model, batch_size=4).generate(convs, max_new_tokens=6)
-    alone = HFBackend(model, batch_size=1, prefix_cache=False).generate(convs, max_new_tokens=6)
+    batched = HFBackend(any_model, batch_size=4).generate(convs, max_new_tokens=6)
+    alone = HFBackend(any_model, batch_size=1, prefix_cache=False).generate(convs, max_new_tokens=6)
     assert [c[0].text for c in batched] == [c[0].text for c in alone]
     assert [c[0].prompt_tokens for c in batched] == [c[0].prompt_tokens for c in alone]
     assert [c[0].completion_tokens for c in batched] == [c[0].completion_tokens for c in alone]
 
 
-def test_prefix_cached_probabilities_equal_uncached_in_fp32(model: str) -> None:
+def test_prefix_cached_probabilities_equal_uncached_in_fp32(any_model: str) -> None:
     convs = conversations(6)
-    cached, plain = HFBackend(model, batch_size=3), HFBackend(model, batch_size=3, prefix_cache=False)
+    cached, plain = HFBackend(any_model, batch_size=3), HFBackend(any_model, batch_size=3, prefix_cache=False)
     groups = [["Yes", " Yes"], ["No", " No"], ["A"]]
     with_cache = cached.next_token_probs(convs, groups, prefix="Answer:")
     without = plain.next_token_probs(convs, groups, prefix="Answer:")
