@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--max-chars", type=int, default=300, help="characters of prompt and of each response shown")
     parser.add_argument("--meta", action="store_true", help="also the meta-judge (a greedy answer per pair and k)")
+    parser.add_argument("--mode", choices=("pointwise", "pairwise"), default="pairwise",
+                        help="pairwise: the compact template of generative_rm_hh.py, a verdict line in a few tokens")
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
@@ -54,10 +57,16 @@ def main() -> None:
 
     ks = parse_ks(args.ks)
     pairs = load_eval_data(str(DATA), rows=args.rows).pairs
-    base = {"precision": "bf16", "batch_size": 8, "samples": max(ks), "max_new_tokens": args.max_new_tokens,
-            "max_chars": args.max_chars}
-    judges: dict[str, dict[str, Any]] = {"self-consistency (vote)": {"mode": "pointwise", "aggregate": "vote"},
-                                         "self-consistency (mean)": {"mode": "pointwise", "aggregate": "mean"}}
+    base: dict[str, Any] = {"precision": "bf16", "batch_size": 8, "samples": max(ks),
+                            "max_new_tokens": args.max_new_tokens, "max_chars": args.max_chars}
+    if args.mode == "pairwise":
+        from generative_rm_hh import TEMPLATE
+
+        template = Path(tempfile.mkdtemp()) / "pairwise-compact.txt"
+        template.write_text(TEMPLATE, encoding="utf-8")
+        base["template"] = str(template)
+    judges: dict[str, dict[str, Any]] = {"self-consistency (vote)": {"mode": args.mode, "aggregate": "vote"},
+                                         "self-consistency (mean)": {"mode": args.mode, "aggregate": "mean"}}
     if args.meta:
         judges["meta-judge"] = {"mode": "meta"}
     out: dict[str, Any] = {"rows": args.rows, "pairs": len(pairs), "ks": ks, "judge_options": base,
