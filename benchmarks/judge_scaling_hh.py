@@ -1,12 +1,16 @@
-"""SmolLM2-135M-Instruct's accuracy against k on held-out HH-RLHF harmless pairs: the pointwise judge (generate a
-short critique, parse `Score: N`) with k sampled critiques per verdict, aggregated by majority vote and by mean, and
-optionally (`--meta`) the meta-judge reading the same k critiques; k in `--ks` (default 1, 2, 4, 8).
+"""A local judge's accuracy against k on held-out HH-RLHF harmless pairs: k sampled answers per verdict, aggregated
+by majority vote and by mean, and optionally (`--meta`) the meta-judge reading the same k critiques; k in `--ks`
+(default 1, 2, 4, 8). `--mode pairwise` (default): the compact pairwise template of generative_rm_hh.py, both orders,
+a `Winner: A|B` line; `--mode pointwise`: a short critique ending in `Score: N` for each response. `--judge`: SmolLM2-
+135M-Instruct (default) or a trained judge's folder (generative_rm_hh.py's, which answers with the verdict line alone).
 
-    .venv/bin/python benchmarks/judge_scaling_hh.py [--rows 1500:1508] [--ks 1,2,4,8] [--max-new-tokens 40] [--meta]
+    .venv/bin/python benchmarks/judge_scaling_hh.py [--rows 1500:1506] [--ks 1,2,4,8] [--max-new-tokens 12] [--meta]
+    .venv/bin/python benchmarks/judge_scaling_hh.py --judge /tmp/rewardlab-generative-rm-hh/judge --rows 1500:1504 \
+        --max-new-tokens 6 --output judge_scaling_hh_trained.json   # the judge generative_rm_hh.py trained
 
 Every judge draws from one shared set of max(k) seeded critiques per judge prompt (draw j has its own seed, so the
 first k draws are what a `samples=k` judge makes): vote, mean and the meta-judge differ only in how they combine
-them. Writes benchmarks/results/judge_scaling_hh.json and prints accuracy ± standard error per k. A tie or a missing
+them. Writes benchmarks/results/`--output` and prints accuracy ± standard error per k. A tie or a missing
 verdict counts half, so a judge that rarely writes a parseable score sits near 0.5 whatever k is. Measured on a
 2-core AMD EPYC with avx512_bf16 with other work running: wall seconds are noisy and only the accuracies are the
 result.
@@ -36,10 +40,12 @@ def standard_errors(accuracy: list[float], pairs: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1500:1508")
+    parser.add_argument("--rows", default="1500:1506")
     parser.add_argument("--ks", default="1,2,4,8")
-    parser.add_argument("--max-new-tokens", type=int, default=40)
-    parser.add_argument("--max-chars", type=int, default=300, help="characters of prompt and of each response shown")
+    parser.add_argument("--max-new-tokens", type=int, default=12)
+    parser.add_argument("--max-chars", type=int, default=200, help="characters of prompt and of each response shown")
+    parser.add_argument("--judge", default="smollm2", help="the local judge: smollm2 or a trained judge's folder")
+    parser.add_argument("--output", default="judge_scaling_hh.json", help="file name under benchmarks/results")
     parser.add_argument("--meta", action="store_true", help="also the meta-judge (a greedy answer per pair and k)")
     parser.add_argument("--mode", choices=("pointwise", "pairwise"), default="pairwise",
                         help="pairwise: the compact template of generative_rm_hh.py, a verdict line in a few tokens")
@@ -69,14 +75,14 @@ def main() -> None:
                                          "self-consistency (mean)": {"mode": args.mode, "aggregate": "mean"}}
     if args.meta:
         judges["meta-judge"] = {"mode": "meta"}
-    out: dict[str, Any] = {"rows": args.rows, "pairs": len(pairs), "ks": ks, "judge_options": base,
+    out: dict[str, Any] = {"judge": args.judge, "rows": args.rows, "pairs": len(pairs), "ks": ks, "judge_options": base,
                            "command": "benchmarks/judge_scaling_hh.py " + " ".join(
                                f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "meta")
                            + (" --meta" if args.meta else ""), **machine_record()}
     shared: Any = None  # one backend view holding the draws, handed to every judge (the first one's model)
     table = {}
     for name, options in judges.items():
-        judge: Any = rewardlab.load({"judge:smollm2": {**base, **options}})
+        judge: Any = rewardlab.load({f"judge:{args.judge}": {**base, **options}})
         shared = shared if shared is not None else _PrefixDraws(judge.backend, max(ks))
         judge.backend = shared
         clock = Stopwatch()
@@ -91,7 +97,7 @@ def main() -> None:
     shared.inner.close()
     out["judges"] = table
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "judge_scaling_hh.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / args.output).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
