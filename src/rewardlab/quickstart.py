@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardlab.jsonl import atomic_writer, dumps_row, dumps_strict
+from rewardlab.jsonl import atomic_writer, dumps_strict
 from rewardlab.progress import MissingExtraError
 from rewardlab.runtime.batching import score_in_batches
 from rewardlab.types import PreferencePair, Sample
@@ -149,16 +149,6 @@ class QuickstartResult:
     evaluation_report: Path | None
 
 
-def write_pairs(path: Path, pairs: list[PreferencePair]) -> None:
-    """The pairs as JSONL rows `{prompt, chosen, rejected, subset, id, metadata}` (what `rewardlab train` reads)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(path) as handle:
-        for pair in pairs:
-            row = {"prompt": pair.prompt, "chosen": pair.chosen, "rejected": pair.rejected, "subset": pair.subset,
-                   "id": pair.id, "metadata": pair.metadata}
-            handle.write(dumps_row(row) + "\n")
-
-
 def _preference(chosen: float | None, rejected: float | None) -> float | None:
     """1 when chosen scores higher, 0 when lower, 0.5 on a tie, None when either has no value."""
     if chosen is None or rejected is None:
@@ -275,6 +265,7 @@ def run_quickstart(
     Without the `eval` extra (matplotlib) the evaluation step is skipped with a message and the quickstart's own
     report stands.
     """
+    from rewardlab.data.curation import write_pairs_jsonl
     from rewardlab.data.synthetic import quickstart_pairs
     from rewardlab.machine import measure_machine
     from rewardlab.train import TrainConfig, train_reward_model
@@ -291,8 +282,9 @@ def run_quickstart(
     n_eval = max(1, round(QUICKSTART_EVAL_FRACTION * len(generated)))
     train, held_out = generated[:-n_eval], generated[-n_eval:]
     train_file, eval_file = folder / "data" / "train.jsonl", folder / "data" / "eval.jsonl"
-    write_pairs(train_file, train)
-    write_pairs(eval_file, held_out)
+    train_file.parent.mkdir(parents=True, exist_ok=True)
+    write_pairs_jsonl(train_file, train)
+    write_pairs_jsonl(eval_file, held_out)
     say(f"generated {len(generated)} preference pairs (arithmetic, unit conversion, format) in {folder / 'data'}; "
         f"training on {len(train)}, holding out {len(held_out)}")
     config = TrainConfig(
