@@ -7,6 +7,7 @@ a document the SAME remote session retrieved, so a score of 1.0 proves the answe
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -126,6 +127,37 @@ def test_truncation_and_a_failed_remote(tmp_path: Path) -> None:
     assert output.reward is None and session.episode.status == "failed" and session.score is not None
     assert "remote" in str(session.score.error) or "nemo" in str(session.score.error)
     assert env.open_remote_sessions == 0
+
+
+def test_an_abandoned_session_closes_its_remote_session(tmp_path: Path) -> None:
+    served = load_env(search_spec(tmp_path))
+    with app_in_background(create_protocol_app(served, "nemo-gym")) as server:
+        spec = {"url": f"nemo:{server.url}", "tasks": public_tasks(tmp_path, served), "tools": [SEARCH_DECLARED]}
+        env = load_env({"remote": spec})
+        assert isinstance(env, RemoteEnvironment)
+        closed: list[str] = []
+
+        class Watched(RemoteEnvironment):
+            def _open(self, session: Any) -> Any:
+                remote, session_id = super()._open(session), session.id  # no reference to the session kept
+                close = remote.close
+                remote.close = lambda: (closed.append(session_id), close())  # type: ignore[method-assign]
+                return remote
+
+        env.__class__ = Watched
+        session = env.new_session(0)
+        asyncio.run(session.call("search", {"query": "SDPO"}))
+        assert env.open_remote_sessions == 1 and not session.done
+        session_id = session.id
+        del session  # the policy walked away mid-episode, without submitting
+        gc.collect()
+        assert env.open_remote_sessions == 0
+        for _ in range(100):  # the close runs in its own thread (a finalizer must not block on the network)
+            if closed:
+                break
+            time.sleep(0.05)
+        assert closed == [session_id]
+        assert asyncio.run(_episode(env, ["SDPO"], RIGHT))[1] == 1.0  # the environment goes on serving
 
 
 def test_a_remote_that_is_down_fails_the_episode_masked(tmp_path: Path) -> None:

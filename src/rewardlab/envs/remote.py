@@ -11,7 +11,9 @@ OpenEnv answers a `list_tools` step, NeMo-Gym has no listing, so the `tools` opt
 Each local session opens ONE remote session on its task, lazily, at its first remote tool call (the blocking wire
 client runs in a thread), and forwards every call, the remote's result coming back as the tool's output. `submit`
 then forwards the answer into that same remote session, so the remote scores the episode with its own state, and
-the remote session is closed when the episode ends (submitted, truncated or failed) or on `close()`. Sessions never
+the remote session is closed when the episode ends (submitted, truncated or failed), when a local session still
+running is dropped (garbage-collected: a policy that abandons a rollout does not leak the remote's session until
+`close()`), or on `close()`. Sessions never
 share a remote session. A remote session that failed (unreachable, a broken stream) makes the episode a system
 failure: masked, never a 0. A session that calls no remote tool keeps the plain path: its answer is scored by the
 matching protocol reward (`rewards/protocol.py`, one fresh remote episode per answer, through this environment's
@@ -26,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -194,7 +198,10 @@ class RemoteEnvironment(Environment):
         """Forward a remote tool call into the session's own remote session (opened at its first call)."""
         if name not in {tool.name for tool in self._tools}:
             raise ToolError(f"unknown tool {name!r}")
-        link = self._links.setdefault(session.id, _Link())
+        link = self._links.get(session.id)
+        if link is None:
+            link = self._links[session.id] = _Link()
+            weakref.finalize(session, _abandon, self._links, session.id)
         async with link.lock:
             if link.remote is None and link.broken is None:
                 try:
@@ -276,6 +283,14 @@ class RemoteEnvironment(Environment):
         reserved = NEMO_ROUTES if scheme == "nemo" else frozenset()
         return cls(tasks, reward, max_calls=max_calls,
                    tools=remote_tools(listed, reward.tool, str(url), reserved=reserved))
+
+
+def _abandon(links: dict[str, _Link], session_id: str) -> None:
+    """A local session was dropped while its remote session was open: close that in a thread (a finalizer runs
+    wherever the collector does, an event loop's thread included, so it must not block on the network)."""
+    link = links.pop(session_id, None)
+    if link is not None and link.remote is not None:
+        threading.Thread(target=link.close, name="rewardlab-remote-close", daemon=True).start()
 
 
 def _given(outcome: Outcome) -> Outcome:
