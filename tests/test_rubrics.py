@@ -161,6 +161,15 @@ def test_generation_from_pairs_returns_the_judges_rubric(url: str) -> None:
     assert "rare" not in [c.name for c in supported.criteria]
 
 
+def test_generation_spends_from_the_judges_budget_and_ledger(url: str) -> None:
+    judge = rubric_judge({f"judge:{url}": {"budget": {"requests_per_run": 8}}})
+    generate_rubric(judge, fact_pairs(), chunk=3)  # 6 items: 6 requests of the run's 8
+    assert judge.usage_report()["requests"] == 6 and judge.usage_report()["samples"] == 0
+    with pytest.raises(ValueError, match="judge budget"):  # 6 more would pass the run's 8
+        generate_rubric(judge, fact_pairs(), chunk=6)
+    assert judge.usage_report()["requests"] == 6  # nothing was sent for the refused batch
+
+
 def test_validation_keeps_the_separating_criterion_and_drops_the_others(url: str, tmp_path: Path) -> None:
     judge = rubric_judge(f"judge:{url}")
     rubric = generate_rubric(judge, fact_pairs(), min_support=2)

@@ -12,11 +12,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rewardlab.rewards._judge_calibration import Calibration
 from rewardlab.runtime.cache import ResultCache
 from rewardlab.types import Sample, Score, content_hash
+
+T = TypeVar("T")
 
 WINDOW_S = 60.0
 BUDGET_KEYS = ("requests_per_minute", "tokens_per_minute", "cost_per_minute", "requests_per_run", "tokens_per_run",
@@ -204,12 +206,7 @@ class CostControl:
             before = dict(usage())
         scored = score([samples[i] for i in affordable]) if affordable else []
         with self.lock:
-            after = usage()
-            delta = {k: int(after.get(k, 0)) - int(before.get(k, 0))
-                     for k in ("requests", "prompt_tokens", "completion_tokens", "cache_hits")}
-            cost = self.price(delta["prompt_tokens"], delta["completion_tokens"])
-            self.budget.charge(delta["requests"] - delta["cache_hits"],
-                               delta["prompt_tokens"] + delta["completion_tokens"], cost)
+            delta, cost = self._charge(before, usage())
             self._book(len(samples), hits, dupes, len(todo) - len(affordable), delta, cost)
         if affordable:
             shares = {k: _split(delta[k], len(affordable), True)
@@ -233,6 +230,31 @@ class CostControl:
                         "duplicate": True}}
                 out[i] = Score.from_dict(copy)
         return [s if s is not None else Score.failure("not scored", **info()) for s in out]
+
+    def spend(self, calls: int, usage: Callable[[], Mapping[str, int]], work: Callable[[], T]) -> T:
+        """Run `work` (judge calls that score no sample: writing a rubric) under the same budgets and ledger as
+        scoring: refused with a ValueError naming the budget when `calls` more requests would pass it; the
+        requests, tokens and spend it used are charged and booked."""
+        with self.lock:
+            refused = self.budget.admit(calls)
+            if refused is not None:
+                raise ValueError(f"judge budget: {refused}")
+            before = dict(usage())
+        result = work()
+        with self.lock:
+            delta, cost = self._charge(before, usage())
+            self._book(0, 0, 0, 0, delta, cost)
+        return result
+
+    def _charge(self, before: Mapping[str, int], after: Mapping[str, int]) -> tuple[dict[str, int], float]:
+        """What the backend counted between `before` and `after`, and its price, charged to the budget (the
+        caller holds the lock)."""
+        delta = {k: int(after.get(k, 0)) - int(before.get(k, 0))
+                 for k in ("requests", "prompt_tokens", "completion_tokens", "cache_hits")}
+        cost = self.price(delta["prompt_tokens"], delta["completion_tokens"])
+        self.budget.charge(delta["requests"] - delta["cache_hits"],
+                           delta["prompt_tokens"] + delta["completion_tokens"], cost)
+        return delta, cost
 
     def _book(self, samples: int, hits: int, dupes: int, over: int, delta: Mapping[str, int], cost: float) -> None:
         ledger = self.ledger
@@ -265,6 +287,12 @@ class CostedJudge:
         online calibration its `calibration_*` tally (gold accuracy, swap consistency, length bias)."""
         calibration: Calibration | None = getattr(self, "_calibration", None)
         return {**self._cost.ledger.to_dict(), **(calibration.tally.to_dict() if calibration is not None else {})}
+
+    def spend(self, calls: int, work: Callable[[], T]) -> T:
+        """Run `work`, judge calls that score no sample (writing a rubric), under this judge's budgets and
+        ledger (`CostControl.spend`)."""
+        judge: Any = self
+        return self._cost.spend(calls, lambda: judge.usage, work)
 
     def _score_batch(self, samples: Sequence[Sample]) -> list[Score]:
         judge: Any = self  # a JudgeReward: fingerprint (Reward), usage, _info and _score_computed (judge.py)

@@ -12,6 +12,8 @@ criterion's score is an objective of the judge's `Score`, so criteria compose an
 
 from __future__ import annotations
 
+import functools
+
 import math
 import re
 from collections import Counter
@@ -128,8 +130,10 @@ def _write(judge: JudgeReward, template_name: str, items: Sequence[tuple[str, di
                       for key, value in {"prompt": prompt, **texts}.items()}
             conversations.append(template.conversation(
                 fence=fence_token(template.sha256, *quoted.values()), **quoted))
-        for (draw, *_) in judge.backend.generate(conversations, max_new_tokens=judge.max_new_tokens,
-                                                 temperature=0.0, n=1, seed=judge.seed):
+        drawn = judge.spend(len(conversations), functools.partial(
+            judge.backend.generate, conversations, max_new_tokens=judge.max_new_tokens, temperature=0.0, n=1,
+            seed=judge.seed))
+        for (draw, *_) in drawn:
             found = parse_rubric_answer(draw.text or "", max_criteria) if draw.error is None else []
             failed += draw.error is not None
             unparsed += draw.error is None and not found
