@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,25 @@ def test_ordinal_model_trains_and_saves_its_levels_and_thresholds(tmp_path: Path
     scores = rewardlab.load(f"rm:{result.output_dir}").score(
         [Sample(prompt="capital of france ? (1)", response=r) for r in ("paris", "sorry")])
     assert scores[0].value is not None and scores[1].value is not None and scores[0].value > scores[1].value
+    uncertain = rewardlab.load({"uncertain": {"source": "ordinal", "model": f"rm:{result.output_dir}",
+                                              "penalty": 0.5}}).score(
+        [Sample(prompt="capital of france ? (1)", response=r) for r in ("paris", "sorry")])
+    for score, base in zip(uncertain, scores, strict=True):  # the cumulative logit over levels -1, 0, 1, by hand
+        assert base.value is not None
+        below = [1 / (1 + math.exp(-(t - base.value))) for t in (low, high)]
+        p = [below[0], below[1] - below[0], 1 - below[1]]
+        mean = -p[0] + p[2]
+        spread = math.sqrt(sum(pk * (level - mean) ** 2 for pk, level in zip(p, (-1, 0, 1), strict=True)))
+        assert score.objectives == pytest.approx({"mean": mean, "spread": spread})
+        assert score.value == pytest.approx(mean - 0.5 * spread) and score.info["latent"] == base.value
+    assert uncertain[0].objectives["mean"] > uncertain[1].objectives["mean"]
+    plain = tmp_path / "not-ordinal"
+    shutil.copytree(result.output_dir, plain)
+    card = json.loads((plain / "rewardlab.json").read_text())
+    del card["ordinal"]
+    (plain / "rewardlab.json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match="not an ordinal model"):
+        rewardlab.load({"uncertain": {"source": "ordinal", "model": f"rm:{plain}"}})
 
 
 def test_cli_trains_a_quantile_model(tmp_path: Path, llama: str) -> None:

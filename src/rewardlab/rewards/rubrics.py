@@ -13,7 +13,6 @@ criterion's score is an objective of the judge's `Score`, so criteria compose an
 from __future__ import annotations
 
 import functools
-
 import math
 import re
 from collections import Counter

@@ -10,7 +10,11 @@ One spec, three sources of spread (every score carries `info["spread"]` and the 
   `rewardlab.models.mc_dropout`);
 - a quantile head: `{"uncertain": {"source": "quantiles", "model": "rm:PATH"}}`: a model whose objectives are
   named `q0.1`, `q0.5`, `q0.9` (...); the mean is the mean of the quantiles, the spread the highest minus the
-  lowest (the inter-quantile range; Dorka 2024, QRM).
+  lowest (the inter-quantile range; Dorka 2024, QRM);
+- an ordinal head: `{"uncertain": {"source": "ordinal", "model": "rm:PATH"}}`: a model trained with
+  `objective="ordinal"` (its `rewardlab.json` keeps the rating levels and the learned thresholds); the latent score
+  gives a distribution over the levels (cumulative logit); the mean is the expected rating, the spread its standard
+  deviation, both in the ratings' own units.
 
 `penalty` (k ≥ 0, default 1) gives the conservative value mean − k·spread that an RL trainer optimises; 0 gives
 the plain mean. A weight-averaged model (WARM, `rewardlab models average`) is one model: score it with `rm:`.
@@ -29,7 +33,7 @@ from rewardlab.registry import SpecError, load, register
 from rewardlab.rewards.model import ModelReward
 from rewardlab.types import Reward, Sample, Score
 
-SOURCES = ("ensemble", "mc_dropout", "quantiles")
+SOURCES = ("ensemble", "mc_dropout", "quantiles", "ordinal")
 _QUANTILE_NAME = re.compile(r"^q(0?\.\d+|0|1(\.0*)?)$")
 
 
@@ -41,6 +45,26 @@ def quantile_levels(names: Sequence[str]) -> list[float]:
             raise ValueError(f"objective {name!r} is not a quantile name (expected q0.1, q0.5, ...)")
         levels.append(float(name[1:]))
     return levels
+
+
+def ordinal_card(reward: ModelReward) -> tuple[np.ndarray, np.ndarray]:
+    """The rating levels and increasing thresholds an ordinal model saved (ValueError when it is not one)."""
+    reward._load()  # reads the card
+    saved = reward.card.extra.get("ordinal")
+    levels, thresholds = (np.asarray((saved or {}).get(key) or [], dtype=np.float64)
+                          for key in ("levels", "thresholds"))
+    if len(levels) < 2 or len(thresholds) != len(levels) - 1 or np.any(np.diff(thresholds) <= 0):
+        raise ValueError(f"uncertain: {reward.path} is not an ordinal model (its rewardlab.json has no 'ordinal' "
+                         "levels and increasing thresholds; train one with objective='ordinal')")
+    return levels, thresholds
+
+
+def ordinal_mean_spread(score: float, levels: np.ndarray, thresholds: np.ndarray) -> tuple[float, float]:
+    """Expected rating and its standard deviation under the cumulative logit P(y <= k) = σ(θ_k − score)."""
+    below = 1.0 / (1.0 + np.exp(-np.clip(thresholds - score, -500.0, 500.0)))
+    probabilities = np.diff(np.concatenate([[0.0], below, [1.0]]))
+    mean = float(probabilities @ levels)
+    return mean, float(math.sqrt(max(float(probabilities @ (levels - mean) ** 2), 0.0)))
 
 
 class MCDropoutReward(ModelReward):
@@ -77,12 +101,14 @@ def _member_specs(source: Any) -> list[Any]:
         return [part.strip() for part in source.split(",") if part.strip()]
     if isinstance(source, Sequence):
         return list(source)
-    raise SpecError(f"uncertain: source must be a list of reward specs, 'mc_dropout' or 'quantiles', got {source!r}")
+    raise SpecError(f"uncertain: source must be a list of reward specs, 'mc_dropout', 'quantiles' or 'ordinal', got "
+                    f"{source!r}")
 
 
 @register("uncertain")
 class UncertainReward(Reward):
-    """Mean − penalty·spread, with the spread from an ensemble, MC dropout or a quantile head (see the module)."""
+    """Mean − penalty·spread, with the spread from an ensemble, MC dropout, a quantile or an ordinal head (see the
+    module)."""
 
     name = "uncertain"
 
@@ -92,7 +118,7 @@ class UncertainReward(Reward):
         if not math.isfinite(self.penalty) or self.penalty < 0:
             raise ValueError(f"uncertain: penalty must be finite and >= 0, got {penalty!r}")
         self._members: list[Reward] = []
-        if source in ("mc_dropout", "quantiles"):
+        if source in ("mc_dropout", "quantiles", "ordinal"):
             if not isinstance(model, str) or not model.startswith("rm:"):
                 raise SpecError(f"uncertain: source {source!r} needs model: 'rm:PATH', got {model!r}")
             path = model[3:]
@@ -101,7 +127,10 @@ class UncertainReward(Reward):
                 self._members = [MCDropoutReward(path, passes=passes, seed=seed, dropout=dropout, **options)]
             else:
                 reward = ModelReward(path, **options)
-                quantile_levels(reward._load().objective_names)
+                if source == "quantiles":
+                    quantile_levels(reward._load().objective_names)
+                else:
+                    self._ordinal = ordinal_card(reward)
                 self._members = [reward]
         else:
             if model is not None or options:
@@ -135,6 +164,9 @@ class UncertainReward(Reward):
                 out.append(score)
             elif self.source == "mc_dropout":
                 out.append(self._combine(float(score.value), float(score.info["spread"]), dict(score.info)))
+            elif self.source == "ordinal":
+                mean, spread = ordinal_mean_spread(float(score.value), *self._ordinal)
+                out.append(self._combine(mean, spread, {**score.info, "latent": float(score.value)}))
             else:
                 quantiles = list(score.objectives.values())
                 out.append(self._combine(float(np.mean(quantiles)), float(max(quantiles) - min(quantiles)),
