@@ -123,12 +123,16 @@ def main() -> int:
     parser.add_argument("--lora-r", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--attention", default="sdpa", help="training attention kernel (27 frozen layers run forward "
                         "only, where the fused kernel is faster than eager)")
     parser.add_argument("--shards", type=int, default=1, help="evaluation processes side by side")
     parser.add_argument("--phase", choices=("all", "before", "train", "after"), default="all",
                         help="run only this phase (a later run reuses what an earlier one finished)")
     parser.add_argument("--output", type=Path, default=Path("/tmp/rewardlab-generative-rm-hh"))
+    parser.add_argument("--reuse-before", action="store_true",
+                        help="take the untrained judge's row from benchmarks/results/generative_rm_hh.json (the same "
+                             "rows, template and options) instead of scoring it again")
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
@@ -155,7 +159,19 @@ def main() -> int:
     out = RESULTS / "generative_rm_hh.json"
 
     summary["table"] = {}
-    if args.phase in ("all", "before"):
+    if args.reuse_before and args.phase == "all":
+        earlier = json.loads(out.read_text())
+        same = {k: earlier.get(k) for k in ("rows", "judge_options", "template")} == {
+            k: summary[k] for k in ("rows", "judge_options", "template")}
+        if not same:
+            raise SystemExit(f"--reuse-before: {out} measured other rows, options or template; run without it")
+        summary["table"]["SmolLM2-135M judge, before"] = earlier["table"]["SmolLM2-135M judge, before"]
+        for label, measured in earlier["table"].items():  # earlier trainings' rows stay beside this one
+            if label.startswith("SmolLM2-135M judge, after"):
+                pairs = (earlier.get("training") or {}).get("pairs")
+                summary["table"][label if "pairs)" in label else f"{label} ({pairs} pairs)"] = measured
+        summary["earlier_trainings"] = [*earlier.get("earlier_trainings", []), earlier.get("training")]
+    elif args.phase in ("all", "before"):
         before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before", args.shards)
         summary["table"]["SmolLM2-135M judge, before"] = row(before, seconds)
         print(json.dumps(summary["table"], indent=2), flush=True)
@@ -170,7 +186,7 @@ def main() -> int:
         metrics = json.loads((judge_dir / "metrics.json").read_text())
         seconds = float(metrics["wall_seconds"])
     else:
-        config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=1.0,
+        config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=args.epochs,
                              batch_size=args.batch_size, lr=args.lr, max_length=1024,
                              freeze_layers=args.freeze_layers, lora_r=args.lora_r, warmup_ratio=0.1, save_every=0,
                              seed=0, attention=args.attention)
@@ -180,7 +196,7 @@ def main() -> int:
     summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
                            "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
                            "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
-                           "batch_size": args.batch_size, "precision": metrics["precision"],
+                           "batch_size": args.batch_size, "epochs": args.epochs, "precision": metrics["precision"],
                            "mean_tokens": metrics["train"]["mean_tokens"]}
     if args.phase == "train":
         print(json.dumps(summary["training"], indent=2))
@@ -191,7 +207,7 @@ def main() -> int:
         return 0
 
     after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
-    summary["table"]["SmolLM2-135M judge, after generative training"] = row(after, seconds)
+    summary["table"][f"SmolLM2-135M judge, after generative training ({args.train_pairs} pairs)"] = row(after, seconds)
     reference = json.loads((RESULTS / "judge_hh.json").read_text())
     summary["table"]["MiniLM Bradley-Terry RM (benchmarks/results/judge_hh.json, rows 1500:1800)"] = {
         k: reference["table"]["rm (MiniLM, trained)"].get(k) for k in ("pairwise_accuracy", "n_pairs")}
