@@ -214,7 +214,11 @@ def test_bounded_steps_hand_computed(prm_spec: str) -> None:
     assert clip.value == pytest.approx(min(p0 - 0.5, 0) + min(p1 - 0.5, 0))
     (renorm,) = rewardlab.load({"bounded_steps": {"reward": prm_spec, "mode": "renorm", "outcome": "math"}}).score(
         [SAMPLES[0]])
-    assert renorm.steps == pytest.approx([p0, p1]) and renorm.value == pytest.approx(min(p0, p1))
+    # the math outcome is right (o = 1): steps p_t + 1 − 1 = p_t; value min_t (p_t + o − 1) + o = min(p0, p1) + 1
+    assert renorm.steps == pytest.approx([p0, p1]) and renorm.value == pytest.approx(min(p0, p1) + 1.0)
+    assert renorm.objectives == pytest.approx({"process": min(p0, p1), "outcome": 1.0})
+    end = len(SAMPLES[0].response)
+    assert renorm.spans is not None and renorm.spans[-1] == (end, end, 1.0)
     for score in (delta, clip, renorm):
         assert spans_sum_to_value(score)
 

@@ -152,8 +152,11 @@ def test_repeating_a_good_step_gains_nothing(steps: list[float], copies: int) ->
 
 
 def test_renorm_signs() -> None:
-    assert renorm_steps([0.2, 0.9], outcome=1.0) == pytest.approx([0.2, 0.9])
-    assert renorm_steps([0.2, 0.9], outcome=0.0) == pytest.approx([-0.8, -0.1])
+    """ReNorm's step reward as the authors' code applies it: p_t + o − β with β = 1, by hand."""
+    assert renorm_steps([0.2, 0.9], outcome=1.0) == pytest.approx([0.2, 0.9])  # 0.2 + 1 − 1, 0.9 + 1 − 1
+    assert renorm_steps([0.2, 0.9], outcome=0.0) == pytest.approx([-0.8, -0.1])  # 0.2 + 0 − 1, 0.9 + 0 − 1
+    assert renorm_steps([0.0, 1.0], outcome=0.5) == pytest.approx([-0.5, 0.5])  # a graded outcome sits between
+    assert renorm_steps([], outcome=1.0) == []
     with pytest.raises(ValueError, match=r"process\[0\]"):
         renorm_steps([1.5], 1.0)
 

@@ -12,8 +12,8 @@ Shaping and bounding (per step, pure):
 - `clip_steps`: min(r_t − η, 0) and `delta_steps`: r_t − r_{t+1} (Gao et al. 2024, "On Designing Effective RL
   Reward at Training Time for LLM Reasoning", arXiv:2410.15115): bounded step rewards a policy cannot farm by
   adding or repeating steps.
-- `renorm_steps`: ReNorm-style merge of process and outcome rewards, p_t + o − 1 (Xu et al. 2025, arXiv:2509.25598):
-  steps of a wrong answer are never positive, steps of a right one never negative.
+- `renorm_steps`: ReNorm's merge of process and outcome rewards, p_t + o − 1 (Xu et al. 2025, arXiv:2509.25598, as
+  the authors' code applies it with β = 1): steps of a wrong answer are never positive, of a right one never negative.
 - `entropy_boundaries`: step cuts before high-entropy ("forking") tokens, from a causal LM's per-token entropies.
 """
 
@@ -168,7 +168,9 @@ def delta_steps(step_rewards: Sequence[float]) -> list[float]:
 
 
 def renorm_steps(process: Sequence[float], outcome: float) -> list[float]:
-    """ReNorm-style merge (Xu et al. 2025): p_t + o − 1 with process rewards p_t and the outcome o in [0, 1]."""
+    """ReNorm's per-step reward (Xu et al. 2025): p_t + o − 1 with process rewards p_t and the outcome o in [0, 1]
+    (the authors' code: r̂_t = p_t + o − β, β = 1, on every turn before the answer). Summing these is farmable when
+    o = 1 (each added step adds p_t ≥ 0): aggregate them with a min, as `bounded_steps` does."""
     o = float(outcome)
     if not 0.0 <= o <= 1.0:
         raise ValueError(f"outcome must be in [0, 1], got {outcome!r}")

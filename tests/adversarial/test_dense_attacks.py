@@ -2,8 +2,8 @@
 padding with good steps, repeating the answer, dropping steps), and credit that would exceed the sequence reward.
 
 A farmable step reward (`naive_steps`: 0.9 for a step with an equation, 0.3 otherwise, summed) pays the attack
-in full; `bounded_steps` (clip, delta, ReNorm min-form) and `shaping` (with its absorbing Φ = 0 state) pay nothing
-for it."""
+in full; `bounded_steps` (clip, delta, ReNorm steps with a min-form value) and `shaping` (with its absorbing Φ = 0
+state) pay nothing for it."""
 
 from __future__ import annotations
 
@@ -81,6 +81,23 @@ def test_any_padding_between_opening_and_answer_gains_nothing(padding: list[str]
         honest, padded = bounded.score([solution(1), sample])
         assert padded.value is not None and honest.value is not None
         assert padded.value <= honest.value + 1e-9
+
+
+def test_renorm_hand_computed_and_why_its_value_is_a_min() -> None:
+    """ReNorm's step reward p_t + o − 1 (the authors' code, β = 1) on the naive steps [0.3, 0.9, 0.3], by hand.
+    The authors' return sums those and adds o at the end; with a right answer every step adds p_t ≥ 0, so that sum
+    pays the repeat attack. rewardlab keeps the step rewards and takes min_t (p_t + o − 1) + o instead."""
+    renorm = rewardlab.load(BOUNDED[2])
+    wrong = Sample(prompt="What is 2 + 2?", response=solution(1).response, reference="5")
+    right, farmed, wrong_score = renorm.score([solution(1), solution(50), wrong])
+    assert right.steps == pytest.approx([0.3, 0.9, 0.3])  # o = 1: p_t + 1 − 1
+    assert right.value == pytest.approx(0.3 + 1.0)  # min 0.3, plus o = 1
+    assert wrong_score.steps == pytest.approx([-0.7, -0.1, -0.7])  # o = 0: p_t − 1
+    assert wrong_score.value == pytest.approx(-0.7)  # min −0.7, plus o = 0
+    assert farmed.value == pytest.approx(right.value)
+    assert right.steps is not None and farmed.steps is not None
+    authors_return = [math.fsum(score.steps) + 1.0 for score in (right, farmed)]
+    assert authors_return == pytest.approx([0.3 + 0.9 + 0.3 + 1.0, 0.3 + 50 * 0.9 + 0.3 + 1.0])
 
 
 def test_dropping_every_step_but_the_answer_is_not_paid_more() -> None:

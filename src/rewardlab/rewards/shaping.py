@@ -9,10 +9,11 @@
   added as a zero-width span at the response's end. Cost: T + 1 calls of the potential per sample (one batch).
 - `{"bounded_steps": {"reward": "prm:PATH", "mode": "clip" | "delta" | "renorm", "outcome": SPEC}}`: the inner
   reward's `Score.steps` bounded (Gao et al. 2024; Xu et al. 2025, `rewardlab.dense`). `clip`: min(p_t − η, 0),
-  value = their sum (+ outcome); `delta`: p_t − p_{t+1}, value = p_0 (+ outcome); `renorm`: p_t + o − 1 with the
-  outcome o in [0, 1] (required), value = o − 1 + min_t p_t (min-form: repeating a step cannot raise it). Spans:
-  one per step region (summing to the value without the outcome) and the outcome at the end. Cost: the inner
-  reward's and the outcome's.
+  value = their sum (+ outcome); `delta`: p_t − p_{t+1}, value = p_0 (+ outcome); `renorm`: ReNorm's step reward
+  p_t + o − 1 with the outcome o in [0, 1] (required), value = min_t (p_t + o − 1) + o (the authors sum the steps
+  and add o; the min replaces their sum, which a repeated step raises when o = 1). Spans: one per step region
+  (summing to the value without the outcome; renorm spreads its min evenly) and the outcome at the end. Cost: the
+  inner reward's and the outcome's.
 
 Failure semantics: the parts' own (a `prm:` potential or step reward gives its failing value 0.0 to a response
 with no steps); a part that errs or does not apply makes the whole score an error naming the part, never a silent 0.
@@ -151,9 +152,9 @@ class ShapingReward(Reward):
 
 @register("bounded_steps")
 class BoundedStepsReward(Reward):
-    """Step rewards bounded so a policy cannot farm them: `clip`, `delta` or ReNorm-style `renorm` merging with an
-    outcome. Options: `reward` (a spec giving `Score.steps`, e.g. `prm:PATH`), `mode` (delta), `threshold` (clip's
-    η, 0.5), `outcome` (a spec; required by `renorm`), `step_format` (blank-line)."""
+    """Step rewards bounded so a policy cannot farm them: `clip`, `delta` or `renorm` (ReNorm's steps, min-form
+    value) merging with an outcome. Options: `reward` (a spec giving `Score.steps`, e.g. `prm:PATH`), `mode`
+    (delta), `threshold` (clip's η, 0.5), `outcome` (a spec; required by `renorm`), `step_format` (blank-line)."""
 
     name = "bounded_steps"
 
@@ -214,7 +215,8 @@ class BoundedStepsReward(Reward):
             process = math.fsum(bounded)
         else:
             assert o is not None
-            bounded = renorm_steps([min(max(p, 0.0), 1.0) for p in steps], min(max(o, 0.0), 1.0))
+            o = min(max(o, 0.0), 1.0)
+            bounded = renorm_steps([min(max(p, 0.0), 1.0) for p in steps], o)
             process = min(bounded)
         found = _regions(sample, self.format)
         if found is not None and len(found[1]) == len(bounded):
@@ -224,10 +226,9 @@ class BoundedStepsReward(Reward):
             spans = [(end, end, process)]
         value = process
         objectives = {"process": process}
-        if o is not None and self.mode != "renorm":
+        if o is not None:  # renorm too: the authors' last token keeps the outcome beside the renormalised steps
             value += o
             spans.append((end, end, o))
-        if o is not None:
             objectives["outcome"] = o
         return Score(value=value, steps=bounded, spans=spans, objectives=objectives, info={"mode": self.mode})
 
