@@ -756,8 +756,11 @@ def test_an_interrupted_retrain_keeps_the_old_log_beside_the_old_metrics(
     command = [sys.executable, "-m", "rewardlab", "train", "--data", str(pairs_file(tmp_path, 1000)),
                "--backbone", str(tiny_bert_folder), "--output", str(out), "--max-steps", "100000",
                "--save-every", "0", *TRAIN_FLAGS]
+    # a shell's background job (`cmd &`, as a CI script may start pytest) ignores SIGINT, and a child inherits that:
+    # the run gets Ctrl-C's default handling back, as it has in a terminal
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 180
     started = False
     while time.monotonic() < deadline and process.poll() is None:

@@ -802,11 +802,16 @@ def test_run_many_interrupted_stops_its_runs_cancels_the_queue_and_leaves_no_cgr
     box = Sandbox(Limits(wall_seconds=40, cpu_seconds=5))
     marker = uuid.uuid4().hex
     jobs = [lambda i=i: box.run_program(PYTHON, f"open('/tmp/{marker}-{i}', 'w')\n" + SLEEP) for i in range(6)]
-    # a real SIGINT (Ctrl-C; `rewardlab score` raises alike on SIGTERM), delivered while the main thread waits
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        box.run_many(jobs, workers=2)
+    # a real SIGINT (Ctrl-C; `rewardlab score` raises alike on SIGTERM), delivered while the main thread waits; with
+    # Python's own handler even where pytest runs as a shell's background job (which ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            box.run_many(jobs, workers=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 10  # six 30 s runs were queued: none is waited for
     assert own_cgroup_children() == []
     assert not [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
