@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 
-__all__ = ["TRACKERS_DIR", "TRACKER_PACKAGES", "check_trackers", "cpu_threads"]
+__all__ = ["TRACKERS_DIR", "TRACKER_PACKAGES", "busy_cores", "check_trackers", "cpu_threads"]
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "comet_ml": "comet_ml",
                     "aim": "aim", "clearml": "clearml", "dvclive": "dvclive", "swanlab": "swanlab",
@@ -13,23 +14,46 @@ TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "m
 """The package each accelerate tracker needs."""
 TRACKERS_DIR = "trackers"
 
+def busy_cores(window: float = 0.25) -> float | None:
+    """Cores in use by other work, measured: the machine's non-idle CPU time over `window` seconds (/proc/stat),
+    in cores; None where /proc/stat cannot be read (not Linux)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+        return sum(fields), fields[3] + fields[4]
+
+    try:
+        total, idle = sample()
+        time.sleep(window)
+        total2, idle2 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total2 <= total:
+        return None
+    return (1.0 - (idle2 - idle) / (total2 - total)) * (os.cpu_count() or 1)
+
+
 def cpu_threads(processes: int) -> int:
     """torch threads per process: the free cores divided by the processes (at least 1).
 
-    Free = cores this process may run on minus the load average of the last minute (other jobs): on a busy
-    machine, more threads than free cores make OpenMP's spinning workers fight for the same cores and run
-    several times slower than one thread.
+    Free = cores this process may run on minus the cores other work keeps busy, measured over a quarter second
+    (`busy_cores`; the load average where that cannot be read): on a busy machine, more threads than free cores make
+    OpenMP's spinning workers fight for the same cores and run several times slower than one thread. The load average
+    alone misleads: an idle 2-core VM here read 1.0 (kernel threads waiting) and got one thread of two.
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
+    busy = busy_cores()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
     free = cores - busy if busy > 0.5 else cores
-    return max(1, int(free // max(1, processes)))
+    return max(1, int(round(free) // max(1, processes)))
 
 
 def check_trackers(names: Sequence[str]) -> list[str]:
