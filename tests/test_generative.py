@@ -231,3 +231,12 @@ def test_the_cli_trains_a_judge_that_loads_as_judge_path(lm: str, tmp_path: Path
     assert value is not None and 0.0 <= value <= 1.0
     assert main(["train", "--data", str(data), "--output", str(tmp_path / "rm"), "--teacher", lm]) == 1
     assert "--teacher applies to --objective generative" in "".join(capsys.readouterr())
+
+
+def test_a_verdict_tie_counts_half_in_the_logged_accuracy() -> None:
+    # bf16 autocast rounds an undecided judge's two verdict logits to the same value: neither right nor wrong
+    import torch
+
+    from rewardlab.train.generative import _hits
+
+    assert _hits(torch.tensor([0.5, -0.25, 0.0, 0.0])).tolist() == [1.0, 0.0, 0.5, 0.5]

@@ -128,6 +128,13 @@ def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_lengt
     return out
 
 
+def _hits(margin: Any) -> Any:
+    """1 where the right verdict's logit is above the wrong one's, ½ where they are equal: under bf16 autocast the
+    two logits of an undecided judge often round to the same value, and counting that tie as wrong logged a judge
+    with no preference at ~0.42, as if it preferred the wrong verdict."""
+    return (margin > 0).float() + 0.5 * (margin == 0).float()
+
+
 @dataclass
 class GenerativeObjective:
     """Judge-format pairs → next-token cross-entropy on the answer's tokens (mean per example)."""
@@ -176,7 +183,7 @@ class GenerativeObjective:
         per_example, margin = self._forward(model, self.train, indices)
         loss = per_example.mean()
         return BatchLoss(loss, len(indices) / len(batch), float(loss.detach()) * len(indices), len(indices),
-                         float((margin > 0).sum()), len(indices))
+                         float(_hits(margin).sum()), len(indices))
 
     def eval_sums(self, model: Any, indices: Sequence[int], batch_size: int) -> dict[str, Any]:
         """Held-out sums: verdicts ranked right (`correct`), the two-verdict cross-entropy, per subset, margins."""
@@ -191,7 +198,7 @@ class GenerativeObjective:
             for start in range(0, len(indices), batch_size):
                 chunk = list(indices[start:start + batch_size])
                 _, margin = self._forward(model, self.held_out, chunk)
-                hits = (margin > 0).float()
+                hits = _hits(margin)
                 correct += float(hits.sum())
                 loss_sum += float(torch.nn.functional.softplus(-margin).sum())
                 for i, hit in zip(chunk, hits.tolist(), strict=True):
