@@ -65,6 +65,32 @@ def test_prefix_cached_probabilities_equal_uncached_in_fp32(any_model: str) -> N
     assert cached.usage.prompt_tokens == plain.usage.prompt_tokens  # the cache saves compute, not accounting
 
 
+def test_bf16_verdict_logits_come_from_a_float32_head(any_model: str) -> None:
+    # bf16 logits of ~20 have steps of 0.125: an undecided judge's P(A) and P(B) came out tied or one step apart
+    import torch
+
+    from rewardlab.rewards._judge_local import _float32_head
+
+    backend = HFBackend(any_model, batch_size=3, precision="bf16", prefix_cache=False)
+    texts = [backend.render(c) for c in conversations(3)]
+    logits, _ = backend._last_logits(texts)
+    model, _ = backend.load()
+    encoded = backend._encode(texts)
+    positions = (encoded["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad(), backend._autocast():
+        out = model(**encoded, position_ids=positions, output_hidden_states=True)
+    expected = torch.nn.functional.linear(out.hidden_states[-1][:, -1, :].float(), model.lm_head.weight.float())
+    assert torch.equal(logits, expected)  # the body's bf16 hidden state, the head in float32
+    assert bool((logits != logits.bfloat16().float()).any())  # off the bf16 grid: ties are broken by real margins
+    # logits that are not the head on the last hidden state (a soft-capped model's, say) are kept as they came
+
+    class Out:
+        hidden_states = out.hidden_states
+
+    elsewhere = torch.full_like(logits, 50.0)
+    assert _float32_head(model, Out(), elsewhere) is elsewhere
+
+
 def test_a_remembered_prefix_serves_a_later_single_conversation(model: str) -> None:
     backend = HFBackend(model, batch_size=4)
     convs = conversations(5)

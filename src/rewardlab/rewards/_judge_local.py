@@ -60,6 +60,24 @@ class PreparedBatch:
         return int(self.input_ids.shape[1])
 
 
+def _float32_head(model: Any, out: Any, rounded: Any) -> Any:
+    """The last position's logits from the final hidden state through the output embedding in float32, where they
+    agree with the autocast ones (`rounded`) to within bf16 rounding; else `rounded` (see `_last_logits`)."""
+    import torch
+
+    head = model.get_output_embeddings()
+    hidden = (getattr(out, "hidden_states", None) or [None])[-1]
+    if head is None or hidden is None or not isinstance(head, torch.nn.Linear):
+        return rounded
+    with torch.no_grad():
+        exact = torch.nn.functional.linear(hidden[:, -1, :].float(), head.weight.float(),
+                                           None if head.bias is None else head.bias.float())
+    tolerance = 2.0 ** -6 * rounded.abs().amax(dim=-1, keepdim=True) + 0.05  # a few bf16 steps of the largest logit
+    if exact.shape != rounded.shape or not bool(((exact - rounded).abs() <= tolerance).all()):
+        return rounded
+    return exact
+
+
 class HFBackend:
     """A local Hugging Face causal LM (folder path): batched greedy or seeded sampled generation and next-token
     probabilities; `precision` `bf16` runs forward passes under bfloat16 autocast; `prefix_cache` runs the rows'
@@ -207,7 +225,13 @@ class HFBackend:
                              cache=expanded)
 
     def _last_logits(self, texts: Sequence[str]) -> tuple[Any, Any]:
-        """(next-token logits per text as float32, the attention mask) from one forward pass over the batch."""
+        """(next-token logits per text as float32, the attention mask) from one forward pass over the batch.
+
+        Under bf16 the body runs in bfloat16 but the head's last projection runs in float32 on the final hidden
+        state: bf16 logits of ~20 have steps of 0.125, so an undecided judge's P(A) and P(B) came out equal or one
+        step apart (scores of exactly 0.5 or 0.531) and P(yes) moved in steps of ~3 % — a reward with no
+        resolution. A model whose logits are not its head applied to the last hidden state (soft-capping, a logit
+        scale) keeps the bf16 logits: the float32 ones must agree with them to within their rounding."""
         import torch
 
         model, _ = self.load()
@@ -217,16 +241,20 @@ class HFBackend:
         options: dict[str, Any] = {}
         if "logits_to_keep" in inspect.signature(model.forward).parameters:
             options["logits_to_keep"] = 1  # the head only at the last position
+        exact = self.precision == "bf16"
+        if exact:
+            options["output_hidden_states"] = True
         with torch.no_grad(), self._autocast():
             if prepared.cache is None:
-                logits = model(input_ids=prepared.input_ids, attention_mask=mask, position_ids=positions,
-                               **options).logits
+                out = model(input_ids=prepared.input_ids, attention_mask=mask, position_ids=positions, **options)
             else:
                 k = prepared.prefix
-                logits = model(input_ids=prepared.input_ids[:, k:], attention_mask=mask,
-                               position_ids=positions[:, k:], **{cache_argument(model): prepared.cache},
-                               **options).logits
-        return logits[:, -1, :].float(), mask
+                out = model(input_ids=prepared.input_ids[:, k:], attention_mask=mask,
+                            position_ids=positions[:, k:], **{cache_argument(model): prepared.cache}, **options)
+        logits = out.logits[:, -1, :].float()
+        if exact:
+            logits = _float32_head(model, out, logits)
+        return logits, mask
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 256,
                  temperature: float = 0.0, n: int = 1, seed: int = 0) -> list[list[Completion]]:
