@@ -9,38 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from rewardlab.rewards._judge_local import HFBackend
+from rewardlab.testing.chat_rules import chat_completions_app
 
 
 def create_chat_app(model_path: str, *, model_name: str = "local", device: str = "cpu") -> Any:
     """A FastAPI app answering `/v1/chat/completions` and `/v1/models` with the causal LM in `model_path`."""
     import torch
-    from fastapi import FastAPI, HTTPException
-    from fastapi.responses import JSONResponse
 
     backend = HFBackend(model_path, device=device, batch_size=1)
-    lock = threading.Lock()
-    app = FastAPI(title="rewardlab chat completions")
-    app.state.requests = 0
+    lock = threading.Lock()  # one generation at a time on the one model
 
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model"}]}
-
-    @app.post("/v1/chat/completions")
-    def chat(body: dict[str, Any]) -> JSONResponse:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
-            raise HTTPException(status_code=400, detail="messages must be a non-empty list of {role, content}")
+    def respond(body: dict[str, Any], messages: list[dict[str, str]]) -> dict[str, Any]:
         max_tokens = int(body.get("max_tokens") or 16)
         temperature = float(body.get("temperature") or 0.0)
         seed = int(body.get("seed") or 0)
@@ -49,7 +32,6 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
             prefix = messages[-1]["content"]
             messages = messages[:-1]
         with lock:
-            app.state.requests += 1
             model, tokenizer = backend.load()
             text = backend.render(messages) + prefix
             batch = backend._encode([text], room=max_tokens)  # the model's window, cut from the left as locally
@@ -74,13 +56,10 @@ def create_chat_app(model_path: str, *, model_name: str = "local", device: str =
                     "token": tokenizer.decode(new[:1]), "logprob": float(logprobs[new[0]]),
                     "top_logprobs": [{"token": tokenizer.decode([int(t)]), "logprob": float(v)}
                                      for v, t in zip(top.values, top.indices, strict=True)]}]}
-        return JSONResponse({
-            "id": f"chatcmpl-{app.state.requests}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name, "choices": [choice],
-            "usage": {"prompt_tokens": width, "completion_tokens": len(new),
-                      "total_tokens": width + len(new)}})
+        return {"choices": [choice],
+                "usage": {"prompt_tokens": width, "completion_tokens": len(new), "total_tokens": width + len(new)}}
 
-    return app
+    return chat_completions_app(respond, model_name=model_name)
 
 
 @contextlib.contextmanager

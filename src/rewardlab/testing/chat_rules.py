@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +23,15 @@ def quoted_block(text: str, tag: str) -> str | None:
     return match.group(2) if match else None
 
 
-def rule_chat_app(answer: Callable[[Messages], str], *, model_name: str = "scripted") -> Any:
-    """A chat-completions app answering every request with `answer(messages)`; `app.state.requests` counts them."""
+def chat_completions_app(respond: Callable[[dict[str, Any], Messages], dict[str, Any]], *, model_name: str,
+                         title: str = "rewardlab chat completions") -> Any:
+    """The OpenAI chat-completions shell of a test server: `GET /health`, `GET /v1/models`, `POST
+    /v1/chat/completions` with its messages checked (400 for anything but a non-empty list of {role, content}) and
+    counted in `app.state.requests`; `respond(body, messages)` gives the completion's `choices` and `usage`."""
     from fastapi import FastAPI, HTTPException
     from fastapi.responses import JSONResponse
 
-    app = FastAPI(title="rewardlab rule-based chat completions")
+    app = FastAPI(title=title)
     app.state.requests = 0
     lock = threading.Lock()
 
@@ -45,15 +49,25 @@ def rule_chat_app(answer: Callable[[Messages], str], *, model_name: str = "scrip
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
             raise HTTPException(status_code=400, detail="messages must be a non-empty list of {role, content}")
-        content = answer(messages)
         with lock:
             app.state.requests += 1
             number = app.state.requests
-        prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 1  # a rough count, as a tokenizer-free server
-        return JSONResponse({"id": f"chatcmpl-{number}", "object": "chat.completion", "model": model_name,
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                          "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content) // 4 + 1,
-                                       "total_tokens": prompt_tokens + len(content) // 4 + 1}})
+        return JSONResponse({"id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
+                             "model": model_name, **respond(body, messages)})
 
     return app
+
+
+def rule_chat_app(answer: Callable[[Messages], str], *, model_name: str = "scripted") -> Any:
+    """A chat-completions app answering every request with `answer(messages)`; `app.state.requests` counts them."""
+
+    def respond(body: dict[str, Any], messages: Messages) -> dict[str, Any]:
+        content = answer(messages)
+        prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 1  # a rough count, as a tokenizer-free server
+        completion_tokens = len(content) // 4 + 1
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+    return chat_completions_app(respond, model_name=model_name, title="rewardlab rule-based chat completions")
