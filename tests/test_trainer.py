@@ -307,6 +307,14 @@ def test_quickstart_end_to_end_in_a_reduced_size(tmp_path: Path, bert: str) -> N
     assert all(row["verifier_accuracy"] == 1.0 for row in report["subsets"].values())
     assert f"model: {out / 'model'}" in done.stdout and (out / "report.md").is_file()
     assert (out / "data" / "train.jsonl").is_file() and (out / "model" / "rewardlab.json").is_file()
+    # utilisation = 6 * non-embedding parameters * tokens per pair * pairs * epochs / seconds, over the measured peak
+    from rewardlab.quickstart import backbone_cost
+
+    params, tokens = backbone_cost(bert, quickstart_pairs(60, seed=0), report["plan"]["max_length"])
+    flops = 6.0 * params * tokens * report["train_pairs"] * report["plan"]["epochs"]
+    assert report["train_gflops_per_s"] == pytest.approx(flops / report["train_seconds"] / 1e9)
+    assert report["train_utilisation"] == pytest.approx(report["train_gflops_per_s"] / report["peak_gflops_per_s"])
+    assert "% of the measured" in (out / "report.md").read_text()
 
 
 @pytest.mark.slow

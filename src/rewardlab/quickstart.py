@@ -226,7 +226,8 @@ def markdown_report(report: dict[str, Any]) -> str:
     lines = [
         "# rewardlab quickstart report", "",
         f"Trained `{report['backbone']}` on {report['train_pairs']} generated pairs "
-        f"in {report['train_seconds']:.1f} s ({report['pairs_per_s']:.1f} pairs/s); "
+        f"in {report['train_seconds']:.1f} s ({report['pairs_per_s']:.1f} pairs/s, "
+        f"{100 * report['train_utilisation']:.0f} % of the measured {report['plan']['precision']} matmul peak); "
         f"held-out pairs: {report['eval_pairs']}, pairwise accuracy {_fraction(report['eval_accuracy'])}.", "",
         f"Chosen for this machine: {report['plan']['pairs']} pairs x {report['plan']['epochs']:g} epoch(s) in "
         f"{report['plan']['precision']} ({report['plan']['machine']}).", "",
@@ -275,8 +276,9 @@ def run_quickstart(
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     params, tokens_per_pair = backbone_cost(backbone, quickstart_pairs(60, seed=seed), QUICKSTART_MAX_LENGTH)
-    plan = plan_quickstart(measure_machine(), params=params, tokens_per_pair=tokens_per_pair, budget_s=budget_s,
-                           pairs=pairs, epochs=epochs)
+    peak = measure_machine()
+    plan = plan_quickstart(peak, params=params, tokens_per_pair=tokens_per_pair, budget_s=budget_s, pairs=pairs,
+                           epochs=epochs)
     say(plan.describe())
     generated = quickstart_pairs(plan.pairs, seed=seed)
     n_eval = max(1, round(QUICKSTART_EVAL_FRACTION * len(generated)))
@@ -307,6 +309,12 @@ def run_quickstart(
         else:
             raise
     metrics = result.metrics
+    # model FLOPs as the plan counts them (6 * non-embedding parameters * tokens) over the measured peak it assumed
+    achieved = 6.0 * params * tokens_per_pair * metrics["pairs_used"] * plan.epochs / metrics["train_seconds"] / 1e9
+    measured_peak = peak.peak_gflops(plan.precision, "all")
+    utilisation = achieved / measured_peak
+    say(f"training ran at {achieved:.0f} GFLOP/s, {100 * utilisation:.0f} % of this machine's measured "
+        f"{plan.precision} matmul peak (the plan assumed {100 * TRAIN_EFFICIENCY[plan.precision]:.0f} %)")
     report = {
         "backbone": backbone,
         "train_pairs": metrics["pairs_used"],
@@ -315,6 +323,9 @@ def run_quickstart(
         "plan": asdict(plan),
         "train_seconds": metrics["train_seconds"],
         "pairs_per_s": metrics["train_pairs_per_s"],
+        "train_gflops_per_s": achieved,
+        "train_utilisation": utilisation,
+        "peak_gflops_per_s": measured_peak,
         "subsets": subsets,
         "model": str(result.output_dir),
         "log": str(result.log_path),
