@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import forward_flops, machine_record, matmul_params, utilisation_fields
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -114,6 +116,22 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
             "first_position_rate": consistency.get("first_position_rate"), "eval_seconds": round(seconds, 1)}
 
 
+def model_flops(base: str, metrics: dict[str, Any]) -> tuple[float, float]:
+    """(model FLOPs of the training run, of scoring one pair in both orders): a forward pass is 2 x non-embedding
+    parameters x tokens for every token; the backward pass, through the trained layers only, 4 x trained parameters
+    x tokens (the frozen layers run forward only). Parameters counted on a model built from the config on the meta
+    device (nothing loaded)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base))
+    params = matmul_params(model)
+    tokens = float(metrics["train"]["mean_tokens"]) * int(metrics["train"]["examples"])
+    train = forward_flops(params, round(tokens)) + 4.0 * int(metrics["trainable_parameters"]) * tokens
+    return train, 2 * forward_flops(params, round(float(metrics["train"]["mean_tokens"])))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-pairs", type=int, default=160, help="pairs of the first 1,500 to train on")
@@ -154,8 +172,8 @@ def main() -> int:
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
                                "template": TEMPLATE,
                                "command": " ".join(["benchmarks/generative_rm_hh.py", *sys.argv[1:]]),
-                               "machine": "2-core AMD EPYC with avx512_bf16, other work running (load average "
-                                          f"{os.getloadavg()[0]:.0f} when the table was written)"}
+                               "machine": "2-core AMD EPYC with avx512_bf16 (load average "
+                                          f"{os.getloadavg()[0]:.0f} when the table was written)", **machine_record()}
     out = RESULTS / "generative_rm_hh.json"
 
     summary["table"] = {}
@@ -193,7 +211,9 @@ def main() -> int:
         started = time.perf_counter()
         metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
+    flops, eval_flops_per_pair = model_flops(base, metrics)
     summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
+                           **utilisation_fields(flops, seconds, "bf16" if metrics["precision"] == "bf16" else "fp32"),
                            "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
                            "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
                            "batch_size": args.batch_size, "epochs": args.epochs, "precision": metrics["precision"],
@@ -208,6 +228,12 @@ def main() -> int:
 
     after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
     summary["table"][f"SmolLM2-135M judge, after generative training ({args.train_pairs} pairs)"] = row(after, seconds)
+    for measured in summary["table"].values():  # every scored pair: two forward passes (both orders)
+        if measured.get("eval_seconds"):
+            measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
+                                               "bf16"))
+    if out.is_file():  # earlier runs' history stays beside the new table
+        summary.update({k: v for k, v in json.loads(out.read_text()).items() if k.startswith("earlier")})
     reference = json.loads((RESULTS / "judge_hh.json").read_text())
     summary["table"]["MiniLM Bradley-Terry RM (benchmarks/results/judge_hh.json, rows 1500:1800)"] = {
         k: reference["table"]["rm (MiniLM, trained)"].get(k) for k in ("pairwise_accuracy", "n_pairs")}
