@@ -17,8 +17,8 @@ from typing import Any
 from rewardlab.machine import THREADS, MachinePeak, cpu_info, take_measurement
 
 RESULTS = Path(__file__).resolve().parent / "results" / "machine_peak.json"
-NOTE = ("measured with other work running on the machine; best of a few timed runs, each figure the highest of "
-        "`runs` measurements of this CPU")
+NOTE = ("best of a few timed runs, each figure the highest of `runs` measurements of this CPU (a shared machine "
+        "measures low while other work runs: the highest is the nearest to the idle peak)")
 
 
 def _same_cpu(recorded: dict[str, Any]) -> bool:

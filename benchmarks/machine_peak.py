@@ -17,7 +17,7 @@ from rewardlab.machine import DTYPES, THREADS
 
 def main() -> None:
     measured = measure_and_write()
-    table = Table(title=f"{measured.cpu.describe()} (measured with other work running)")
+    table = Table(title=f"{measured.cpu.describe()} (the highest of every measurement of this CPU)")
     table.add_column("matmul")
     for threads in THREADS:
         table.add_column(f"GFLOP/s, {threads if threads == '1' else measured.cpu.logical_cpus} thread(s)",
