@@ -152,4 +152,4 @@ def test_a_peak_from_another_cpu_is_measured_again(tmp_path: Path, monkeypatch: 
     measured = bench.peak()
     assert measured["cpu"]["model"] == cpu_info().model
     assert json.loads(path.read_text(encoding="utf-8"))["cpu"]["model"] == cpu_info().model
-    assert "other work running" in json.loads(path.read_text(encoding="utf-8"))["note"]
+    assert "the highest of `runs` measurements" in json.loads(path.read_text(encoding="utf-8"))["note"]
