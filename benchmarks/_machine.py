@@ -130,6 +130,22 @@ def percent(fraction: float) -> str:
     return f"{100 * fraction:.1f} %"
 
 
+def other_work() -> float:
+    """Cores other work keeps busy now, measured over one second (/proc/stat; the 1-minute load average where that
+    cannot be read): taken before a benchmark starts its own work, it says whether the machine was idle."""
+    from rewardlab.train.environment import busy_cores
+
+    busy = busy_cores(1.0)
+    return round(os.getloadavg()[0] if busy is None else busy, 2)
+
+
+def load_note(cores_busy_at_start: float) -> str:
+    """The line a results JSON carries about the machine's other work (from `other_work()` taken at the start)."""
+    state = "idle" if cores_busy_at_start < 0.25 else "shared"
+    return (f"{state}: other work kept {cores_busy_at_start:.2f} of {cpu_info().logical_cpus} cores busy at the start; "
+            f"load average {os.getloadavg()[0]:.1f} at the end (this benchmark's own threads included)")
+
+
 def machine_record() -> dict[str, Any]:
     """The machine line every results JSON carries (CPU class, bf16, the measured peaks)."""
     return {"machine_peak": describe(), "machine_peak_file": "benchmarks/results/machine_peak.json"}
@@ -144,6 +160,13 @@ def _cpu_seconds(children: bool) -> float:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         spent += usage.ru_utime + usage.ru_stime
     return spent
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a running process has spent so far (/proc/PID/stat; Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Stopwatch:

@@ -64,6 +64,9 @@ def main() -> int:
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent", file=sys.stderr)
         return 0
+    from _machine import other_work
+
+    busy_at_start = other_work()
 
     import rewardlab
     from rewardlab.data.steps import gsm8k_step_rows, step_targets
@@ -153,7 +156,7 @@ def main() -> int:
         "bad_step_rate": base_rate,
         "n_missing": measured["n_missing"],
     }
-    from _machine import describe, utilisation
+    from _machine import describe, load_note, utilisation
     from rewardlab.models.prm import PRMModel
     from train_vs_trl import cpu_matmul_peak, cpu_utilisation
 
@@ -163,12 +166,14 @@ def main() -> int:
     tables = {id(t.weight) for t in prm.modules() if type(t).__name__ == "Embedding"}
     matmul_parameters = sum(p.numel() for p in prm.parameters() if id(p) not in tables)
     flops = 6.0 * matmul_parameters * m["train_tokens"]
-    speed = {"measured_on": describe() + "; measured with other work running on the machine",
+    dtype = "bf16" if m["precision"] == "bf16" else "fp32"
+    speed = {"measured_on": describe() + "; " + load_note(busy_at_start),
              "train_loop_seconds": m["train_seconds"], "train_loop_cpu_seconds": m["train_cpu_seconds"],
              "command_cpu_seconds": command_cpu_seconds, "train_tokens": m["train_tokens"],
              "train_padded_tokens": m["train_padded_tokens"], "matmul_parameters": matmul_parameters,
              "optimizer": m["optimizer"], "attention": m["attention"], "precision": m["precision"],
              "utilisation_fp32_wall": utilisation(flops, m["train_seconds"], "fp32", "all"),
+             f"utilisation_{dtype}_wall": utilisation(flops, m["train_seconds"], dtype, "all"),
              "cpu_matmul_peak_gflops_per_cpu_s": peaks,
              **cpu_utilisation(flops, m["train_cpu_seconds"], peaks)}
     out = {
@@ -201,7 +206,8 @@ def main() -> int:
     table.add_row("accuracy on erroneous / correct", f"{figures['accuracy_erroneous']:.3f} / "
                   f"{figures['accuracy_correct']:.3f}", "")
     Console().print(table)
-    print(f"trained {args.steps} steps in {train_seconds:.0f} s ({m['train_cpu_seconds']:.0f} CPU-s in the loop, "
+    print(f"trained {args.steps} steps in {train_seconds:.0f} s ({m['train_cpu_seconds']:.0f} CPU-s in the loop; "
+          f"{speed[f'utilisation_{dtype}_wall']:.0%} of the {dtype} peak per wall second on every thread, "
           f"{speed['utilisation_fp32_per_cpu_s']:.0%} of fp32 / {speed['utilisation_bf16_per_cpu_s']:.0%} of "
           f"bf16 peak per CPU-s); {speed['measured_on']}; wrote {RESULTS}")
     return 0
