@@ -120,7 +120,12 @@ def consumer(spec: str) -> Callable[[int], float]:
     return episode
 
 
-def _run(episode: Callable[[int], float], n: int, workers: int) -> dict[str, Any]:
+def _run(episode: Callable[[int], float], n: int, workers: int, server: int) -> dict[str, Any]:
+    """`n` episodes on `workers` threads: episodes/s and the cores kept busy (this client process and the server
+    process `server` together)."""
+    from _machine import cpu_busy, process_cpu_seconds
+
+    cpu = time.process_time() + process_cpu_seconds(server)
     started = time.perf_counter()
     if workers == 1:
         rewards = [episode(i) for i in range(n)]
@@ -128,8 +133,10 @@ def _run(episode: Callable[[int], float], n: int, workers: int) -> dict[str, Any
         with ThreadPoolExecutor(workers) as pool:
             rewards = list(pool.map(episode, range(n)))
     wall = time.perf_counter() - started
+    cpu = time.process_time() + process_cpu_seconds(server) - cpu
     right = sum(1 for i, r in enumerate(rewards) if r == _case(i)[2])
-    return {"episodes": n, "wall_s": round(wall, 3), "episodes_per_s": round(n / wall, 1), "right": right}
+    return {"episodes": n, "wall_s": round(wall, 3), "episodes_per_s": round(n / wall, 1), "right": right,
+            "cpu_busy": round(cpu_busy(cpu, wall), 3), "cpu_ms_per_episode": round(1e3 * cpu / n, 2)}
 
 
 def main() -> None:
@@ -137,7 +144,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
-    from _machine import describe
+    from _machine import describe, load_note, other_work
+
+    busy_at_start = other_work()
 
     folder = Path(tempfile.mkdtemp(prefix="env-protocols-"))
     tasks = folder / "tasks.jsonl"
@@ -149,28 +158,31 @@ def main() -> None:
     for protocol, (client_name, build) in official.items():
         process, url = _serve(protocol, tasks)
         try:
-            runs = {"official": _run(build(url), args.episodes, 1),
-                    "consumer": _run(consumer(f"{scheme[protocol]}:{url}"), args.episodes, 1),
+            runs = {"official": _run(build(url), args.episodes, 1, process.pid),
+                    "consumer": _run(consumer(f"{scheme[protocol]}:{url}"), args.episodes, 1, process.pid),
                     "consumer_concurrent": _run(consumer(f"{scheme[protocol]}:{url}"), args.episodes,
-                                                args.concurrency)}
+                                                args.concurrency, process.pid)}
         finally:
             process.terminate()
             process.wait(timeout=30)
         ok = runs["official"]["right"] == args.episodes
         results.append({"protocol": protocol, "official_client": client_name, "client_compatible": ok, **runs})
-    machine = describe()
-    table = Table(title=f"episodes/s through rewardlab serve --env ({machine}; other work running)")
+    machine, note = describe(), load_note(busy_at_start)
+    table = Table(title=f"episodes/s through rewardlab serve --env ({machine}; {note})")
     for column in ("protocol", "official client", "compatible", "official ep/s", "rewardlab consumer ep/s",
-                   f"consumer x{args.concurrency} ep/s"):
+                   f"consumer x{args.concurrency} ep/s", "cores busy (official / consumer / x)"):
         table.add_column(column)
     for r in results:
+        played = [r[k] for k in ("official", "consumer", "consumer_concurrent")]
         table.add_row(r["protocol"], r["official_client"], "pass" if r["client_compatible"] else "FAIL",
-                      str(r["official"]["episodes_per_s"]), str(r["consumer"]["episodes_per_s"]),
-                      str(r["consumer_concurrent"]["episodes_per_s"]))
+                      *(str(run["episodes_per_s"]) for run in played),
+                      " / ".join(f"{run['cpu_busy']:.0%}" for run in played))
     Console().print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"machine": machine, "platform": platform.platform(), "cpus": os.cpu_count(),
-                                   "note": "2 shared CPU cores; other work was running", "episodes": args.episodes,
+                                   "note": note, "episodes": args.episodes,
+                                   "cpu_busy": "CPU seconds of the client process and the server process together "
+                                               "over wall seconds x cores",
                                    "concurrency": args.concurrency, "results": results}, indent=2) + "\n")
 
 
