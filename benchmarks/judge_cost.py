@@ -17,8 +17,10 @@ measured; on a quiet machine `--pairs 32 --text-samples 16` takes a few minutes.
 
     .venv/bin/python benchmarks/judge_cost.py [--pairs 8] [--text-samples 4] [--quick]
 
-Writes benchmarks/results/judge_cost.json and prints both tables. Timings come from a 2-core AMD EPYC with native
-avx512_bf16 shared with other work (speed figures are ratios measured side by side in one run).
+Writes benchmarks/results/judge_cost.json and prints both tables (speed figures are ratios measured side by side in
+one run; the JSON's `note` says whether other work was running). Utilisation of each local row: model FLOPs = 2 x
+the LM's non-embedding parameters x (prompt tokens + generated tokens), a shared prefix's cached tokens counted as
+work, over the measured fp32 peak (benchmarks/_machine.py).
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ from pathlib import Path
 from typing import Any
 
 import rewardlab
-from _machine import machine_record
+from _machine import (
+    forward_flops,
+    load_note,
+    machine_record,
+    matmul_params,
+    other_work,
+    percent,
+    threads_label,
+    utilisation_fields,
+)
 from rewardlab import Sample
 from rewardlab.data.hh_rlhf import parse_hh_pair
 from rewardlab.progress import progress_bar
@@ -45,7 +56,6 @@ from rewardlab.progress import progress_bar
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULT = ROOT / "benchmarks" / "results" / "judge_cost.json"
-NOTE = "2-core AMD EPYC with avx512_bf16, measured with other work running on the machine"
 
 
 # ---------------------------------------------------------------- (a) GRPO-shaped workload
@@ -144,6 +154,8 @@ LOCAL: list[tuple[str, str, dict[str, Any]]] = [  # (row, kind, judge options)
 
 def local_rows(pairs: int, text_samples: int) -> list[dict[str, Any]]:
     """Samples/s of each local judge setting on the same HH samples, and agreement with one-at-a-time scoring."""
+    import torch
+
     samples = hh_samples(pairs)
     rows: list[dict[str, Any]] = []
     baseline: dict[str, list[float | None]] = {}
@@ -159,16 +171,21 @@ def local_rows(pairs: int, text_samples: int) -> list[dict[str, Any]]:
             judge.score(batch[:1])  # warm up; not timed
             loaded = backend.load()
             backend.prefix_tokens_reused = 0
+            before = (backend.usage.prompt_tokens, backend.usage.completion_tokens)
             started = time.perf_counter()
             scores = judge.score(batch)
             seconds = time.perf_counter() - started
+            tokens = (backend.usage.prompt_tokens - before[0]) + (backend.usage.completion_tokens - before[1])
+            # model FLOPs: every prompt token (a shared prefix's cache replaces its work) and every generated one
+            flops = forward_flops(matmul_params(loaded[0]), tokens)
             values = [s.value for s in scores]
             baseline.setdefault(kind, values)
             diffs = [abs(a - b) for a, b in zip(values, baseline[kind], strict=True) if a is not None and b is not None]
             rows.append({"setting": label, "kind": kind, "samples": len(batch), "seconds": round(seconds, 2),
                          "samples_per_s": len(batch) / seconds, "prefix_tokens_reused": backend.prefix_tokens_reused,
                          "prompt_tokens": backend.usage.prompt_tokens, "scored": sum(v is not None for v in values),
-                         "max_abs_diff_vs_one_at_a_time": max(diffs) if diffs else None})
+                         "max_abs_diff_vs_one_at_a_time": max(diffs) if diffs else None,
+                         **utilisation_fields(flops, seconds, "fp32", threads_label(torch.get_num_threads()))})
             bar.advance(task)
     return rows
 
@@ -181,7 +198,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.pairs, args.text_samples = 2, 2
-    result: dict[str, Any] = {"note": NOTE, **machine_record(), "workload": {"prompts": 32, "group": 8, "epochs": 3}}
+    busy_at_start = other_work()
+    result: dict[str, Any] = {**machine_record(), "workload": {"prompts": 32, "group": 8, "epochs": 3}}
     result["grpo_workload"] = workload_rows(32, 8, 3)
     print("\n(a) judge calls on a GRPO-shaped workload: 32 prompts x group 8 x 3 epochs (768 samples)")
     print(f"{'setting':<30}{'requests':>10}{'calls saved':>13}{'hit rate':>10}")
@@ -195,13 +213,17 @@ def main() -> int:
                                        "max_chars": 200, "max_new_tokens": 24, "text_samples": args.text_samples}
         rows = result["local_judge"]
         slowest = {kind: next(r["samples_per_s"] for r in rows if r["kind"] == kind) for kind in ("text", "logits")}
-        print(f"\n(b) local judge samples/s, SmolLM2-135M fp32 ({NOTE})")
-        print(f"{'setting':<42}{'samples':>8}{'samples/s':>11}{'x text 1-at-a-time':>20}{'max |diff|':>12}")
+        print("\n(b) local judge samples/s, SmolLM2-135M fp32")
+        print(f"{'setting':<42}{'samples':>8}{'samples/s':>11}{'x text 1-at-a-time':>20}{'max |diff|':>12}"
+              f"{'fp32 util':>11}")
         for row in rows:
             row["speedup_vs_text_one_at_a_time"] = row["samples_per_s"] / slowest["text"]
             diff = row["max_abs_diff_vs_one_at_a_time"]
             print(f"{row['setting']:<42}{row['samples']:>8}{row['samples_per_s']:>11.2f}"
-                  f"{row['speedup_vs_text_one_at_a_time']:>20.1f}{'' if diff is None else f'{diff:.1e}':>12}")
+                  f"{row['speedup_vs_text_one_at_a_time']:>20.1f}{'' if diff is None else f'{diff:.1e}':>12}"
+                  f"{percent(row['utilisation']):>11}")
+    result["note"] = load_note(busy_at_start)
+    print(f"{result['machine_peak']}; {result['note']}")
     if not args.quick:
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         RESULT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
