@@ -290,6 +290,10 @@ def main() -> int:
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
                         help="both trainers' precision (fp32: as on a CPU without native bf16)")
     parser.add_argument("--max-length", type=int, default=EQUAL_WORK["max_length"], help="tokens per text, both")
+    parser.add_argument("--seed", type=int, default=EQUAL_WORK["seed"], help="both trainers' seed")
+    parser.add_argument("--no-group-by-length", action="store_true",
+                        help="rewardlab's batches drawn in plain shuffled order, as TRL's default draws them")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="the JSON written (default: the results file)")
     parser.add_argument("--rescore", action="store_true",
                         help="only measure the per-CPU-second peak and add utilisation to the results file")
     args = parser.parse_args()
@@ -303,7 +307,8 @@ def main() -> int:
     from rewardlab.train.trainer import cpu_threads
 
     threads = args.threads or cpu_threads(1)
-    recipe = {**EQUAL_WORK, "precision": args.precision, "max_length": args.max_length}
+    recipe = {**EQUAL_WORK, "precision": args.precision, "max_length": args.max_length, "seed": args.seed}
+    engine_options = {"group_by_length": False} if args.no_group_by_length else {}
     load_at_start = os.getloadavg()
     rows = read_rows(DATA)
     train_rows, eval_rows = rows[: args.train_rows], rows[1500 : 1500 + args.eval_rows]
@@ -321,7 +326,8 @@ def main() -> int:
                                              **recipe, **engine))
 
         profile = profile_engine(make_trainer, args.profile_steps) if args.profile_steps > 0 else None
-        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads, recipe))
+        results.append(run_rewardlab(train_path, eval_path, folder / "rewardlab", threads,
+                                     {**recipe, **engine_options}))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         if not args.skip_trl:
             results.append(run_trl(train_rows, eval_rows, folder / "trl", threads, recipe))
@@ -341,6 +347,7 @@ def main() -> int:
         "train_rows": len(train_rows),
         "eval_rows": len(eval_rows),
         "shared_settings": {**recipe, "torch_threads": threads},
+        "rewardlab_only_settings": engine_options,
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "python": platform.python_version()},
         "results": results,
     }
@@ -350,8 +357,8 @@ def main() -> int:
         report["speedup_pairs_per_cpu_s"] = ours["pairs_per_cpu_s"] / trl["pairs_per_cpu_s"]
         report["speedup_tokens_per_cpu_s"] = ours["tokens_per_cpu_s"] / trl["tokens_per_cpu_s"]
     rescore(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(report["measured_on"])
     header = (f"{'trainer':<10} {'trainable':>11} {'train s':>8} {'cpu s':>7} {'pairs/s':>8} {'pairs/cpu-s':>11} "
               f"{'used':>5} {'dropped':>7} {'fp32 util':>9} {'bf16 util':>9} {'held-out acc':>12}")
@@ -371,7 +378,7 @@ def main() -> int:
             print(f"profile {name}: {profile[name]['cpu_s_per_step']:.2f} CPU-s/step ({phases}; embedding "
                   f"{profile[name]['embedding_s_per_step'] / profile[name]['wall_s_per_step']:.0%})")
         print(f"engine now vs before: {profile['cpu_speedup']:.2f}x CPU-s per step")
-    print(f"written to {RESULTS}")
+    print(f"written to {args.output}")
     return 0
 
 
