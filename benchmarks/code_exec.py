@@ -207,6 +207,7 @@ def main() -> int:
     actor_counts = [int(n) for n in args.ray_actors.split(",") if n.strip()]
     measured: dict[tuple[str, int], list[dict[str, Any]]] = {}
     load_before = os.getloadavg()
+    busy_before = _machine.other_work()
     total = args.repeats * len(configs) * 2 * args.executions + len(actor_counts) * args.executions
     with Progress(disable=args.quiet, transient=True) as progress:
         task = progress.add_task("executing", total=total)
@@ -221,7 +222,7 @@ def main() -> int:
                       measured[("bare subprocess", workers)]) for workers in (1, 2) for config in configs]
     result = {
         "benchmark": "code_exec", "machine": _machine.describe(), "cpu_count": os.cpu_count(),
-        "note": "measured with other work running on the machine",
+        "note": _machine.load_note(busy_before),
         "load_average_before": [round(x, 2) for x in load_before],
         "python_in_sandbox": interpreter, "scorer_is_root": os.geteuid() == 0,
         "executions": args.executions, "repeats": args.repeats, "rows": rows, "ray": ray,
@@ -230,8 +231,8 @@ def main() -> int:
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
     console = Console(width=140)
-    table = Table(title=f"code executions, {_machine.describe()} (other work running; load before "
-                        f"{load_before[0]:.2f}); mean ± std over {args.repeats} repeats")
+    table = Table(title=f"code executions, {_machine.describe()} ({result['note']}); mean ± std over "
+                        f"{args.repeats} repeats")
     for column in ("config", "workers", "exec/s", "x bare", "cpu busy", "cpu ms/exec", "p50 ms", "failures",
                    "isolation"):
         table.add_column(column, justify="left" if column in ("config", "isolation") else "right")

@@ -323,13 +323,24 @@ def accuracy(verdicts: list[bool], cases: list[Case], keep: Any = None) -> dict[
             "false_positives": false_pos}
 
 
-def _machine_info(cpu_seconds: float, wall_seconds: float) -> dict[str, Any] | None:
-    """The CPU class and how busy this process kept a core (benchmarks/_machine.py), or None without it."""
+def _other_work() -> float | None:
+    """Cores other work keeps busy now (benchmarks/_machine.py), or None without it."""
     try:
         import _machine  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    return {"machine": _machine.describe(), "cpu_busy": _machine.cpu_busy(cpu_seconds, wall_seconds)}
+    return float(_machine.other_work())
+
+
+def _machine_info(cpu_seconds: float, wall_seconds: float, busy_at_start: float | None) -> dict[str, Any] | None:
+    """The CPU class, how busy this process kept the cores and whether other work shared them
+    (benchmarks/_machine.py), or None without it."""
+    try:
+        import _machine  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return {"machine": _machine.describe(), "cpu_busy": _machine.cpu_busy(cpu_seconds, wall_seconds),
+            "note": None if busy_at_start is None else _machine.load_note(busy_at_start)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: math-verify is not installed (pip install 'rewardlab[bench]'), or pass --skip-math-verify",
                   file=sys.stderr)
             return 1
+    busy_at_start = _other_work()
     ours, our_seconds = run_rewardlab(cases, args.quiet, args.repeats)
     cold_run = run_cold_side_by_side(cases, args.quiet, args.repeats, not args.skip_math_verify)
     cold, cold_seconds = cold_run.ours, statistics.fmean(cold_run.our_seconds)
@@ -379,10 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "processor": platform.processor() or platform.machine()},
         "cases": len(cases),
-        "cpu": _machine_info(cold_run.cpu_seconds, cold_run.wall_seconds),
+        "cpu": _machine_info(cold_run.cpu_seconds, cold_run.wall_seconds, busy_at_start),
         "timing": f"cold: rewardlab with every cache emptied before each check and math-verify alternate in chunks "
                   f"of 100 in one process, {args.repeats} repeats, one ratio per repeat (mean ± std); warm rewardlab: "
-                  f"best of {args.repeats}; other processes shared the machine's cores",
+                  f"best of {args.repeats}",
         "labels": dict(collections.Counter("equivalent" if c.equivalent else "not equivalent" for c in cases)),
         "checkers": {
             "rewardlab": {"seconds": our_seconds, "checks_per_second": len(cases) / our_seconds,
@@ -463,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             shown += 1
     if result["cpu"] is not None:
         console.print(f"CPU: {result['cpu']['machine']}; this process kept {result['cpu']['cpu_busy']:.0%} of all "
-                      "cores busy during the cold run (one thread; other work shared the machine)",
+                      f"cores busy during the cold run (one thread); {result['cpu']['note']}",
                       markup=False, highlight=False)
     console.print(f"wrote {args.output}")
     return 0

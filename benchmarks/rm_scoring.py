@@ -30,7 +30,16 @@ from rich.console import Console
 from rich.table import Table
 
 import rewardlab
-from _machine import forward_flops, machine_record, matmul_params, percent, threads_label, utilisation_fields
+from _machine import (
+    forward_flops,
+    load_note,
+    machine_record,
+    matmul_params,
+    other_work,
+    percent,
+    threads_label,
+    utilisation_fields,
+)
 from rewardlab.data.encoding import collate_token_ids, encode_sample
 from rewardlab.data.preference import load_preferences
 from rewardlab.models import RewardModel
@@ -50,6 +59,7 @@ def main() -> None:
                         help="a trained BERT-layout reward model folder (e.g. from `rewardlab train`) instead of the "
                              "random head; pairs are then taken from the end of the file")
     args = parser.parse_args()
+    busy_at_start = other_work()
     torch.set_num_threads(args.threads)
     if not DATA.is_file():
         raise SystemExit(f"real data {DATA} is absent (../shared/data beside the project)")
@@ -151,7 +161,7 @@ def main() -> None:
         "texts": len(samples), "pairs": len(pairs), "max_length": args.max_length, "threads": args.threads,
         "repeats": args.repeats, "mean_tokens": sum(lengths) / len(lengths),
         "machine": platform.processor() or platform.machine(), "torch": torch.__version__, "results": results,
-        **machine_record(),
+        "note": load_note(busy_at_start), **machine_record(),
     }, indent=2) + "\n")
 
 

@@ -36,7 +36,16 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from _machine import encoded_tokens, forward_flops, machine_record, matmul_params, percent, utilisation_fields
+from _machine import (
+    encoded_tokens,
+    forward_flops,
+    load_note,
+    machine_record,
+    matmul_params,
+    other_work,
+    percent,
+    utilisation_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -156,6 +165,7 @@ def main() -> None:
     from rewardlab.data.preference import load_preferences
     from rewardlab.models import RewardModel
 
+    busy_at_start = other_work()
     if not DATA.is_file():
         raise SystemExit(f"real data {DATA} is absent (../shared/data beside the project)")
     samples = [s for pair in load_preferences(DATA, limit=args.texts // 2) for s in pair.samples()]
@@ -231,7 +241,7 @@ def main() -> None:
         "max_length": args.max_length, "max_wait_ms": args.max_wait_ms, "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(), "results": results,
         "served_over_per_request": served / baseline, "served_over_offline": served / offline,
-        **machine_record(),
+        "note": load_note(busy_at_start), **machine_record(),
     }, indent=2) + "\n")
 
 

@@ -38,7 +38,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import rewardlab
-from _machine import Stopwatch, machine_record, percent
+from _machine import Stopwatch, load_note, machine_record, other_work, percent
 from rewardlab import Sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +155,7 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args()
     console = Console(stderr=True, quiet=args.quiet)
+    busy_at_start = other_work()
     samples = build_samples(args.databases, args.per_db, args.seed)
     reward = rewardlab.load({"sql": {"time_limit": 2.0}})
     rows = []
@@ -183,7 +184,8 @@ def main() -> None:
 
     result = {"benchmark": "sql_execution", "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
               "databases": args.databases, "per_db": args.per_db, "throughput": rows,
-              "reward_agrees_with_bare_sqlite": agree, "hostile": hostile_rows, **machine_record()}
+              "reward_agrees_with_bare_sqlite": agree, "hostile": hostile_rows, "note": load_note(busy_at_start),
+              **machine_record()}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
@@ -195,7 +197,7 @@ def main() -> None:
         table.add_row(row["label"], f"{row['samples_per_s']:.1f}", f"{row['x_bare_sqlite3']:.2f}",
                       percent(row["cpu_busy"]), f"{row['wall_s']:.3f}", f"{row['mean_value']:.4f}")
     out.print(table)
-    out.print(result["machine_peak"], highlight=False)
+    out.print(f"{result['machine_peak']}; {result['note']}", highlight=False)
     out.print(f"reward values agree with bare sqlite3 on every sample: {agree}")
     hostile_table = Table(title="hostile queries (time_limit 0.5 s, max_rows 10,000)")
     for column in ("query", "seconds", "value", "stage", "limit"):

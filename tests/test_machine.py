@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -153,3 +155,18 @@ def test_a_peak_from_another_cpu_is_measured_again(tmp_path: Path, monkeypatch: 
     assert measured["cpu"]["model"] == cpu_info().model
     assert json.loads(path.read_text(encoding="utf-8"))["cpu"]["model"] == cpu_info().model
     assert "the highest of `runs` measurements" in json.loads(path.read_text(encoding="utf-8"))["note"]
+
+
+def test_the_load_note_says_idle_or_shared_and_a_process_cpu_time_is_read() -> None:
+    bench = bench_machine()
+    cores = cpu_info().logical_cpus
+    assert bench.load_note(0.1).startswith(f"idle: other work kept 0.10 of {cores} cores busy at the start")
+    assert bench.load_note(0.25).startswith("shared: other work kept 0.25")
+    assert bench.load_note(1.5).startswith("shared: other work kept 1.50")
+    busy = bench.other_work()
+    assert 0.0 <= busy <= max(cores, os.getloadavg()[0]) + 0.01
+    spent = time.process_time()
+    while time.process_time() - spent < 0.2:  # burn a fifth of a CPU second
+        pass
+    read = bench.process_cpu_seconds(os.getpid())
+    assert time.process_time() - 0.05 <= read <= time.process_time() + 0.05
