@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +27,9 @@ from typing import Any
 from rewardlab.runtime.sandbox import PYTHON, Execution, Isolation, Limits, Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import Stopwatch, cpu_busy, describe, load_note, other_work  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "sandbox_isolation.json"
 PROGRAM = "def double(x):\n    return 2 * x\n\nassert double(21) == 42\nprint('ok')\n"
 
@@ -87,30 +89,38 @@ def main() -> int:
         runners = {name: baseline_runner(args.baseline, sandbox.limits), **runners}
         mechanisms[name] = [f"as of {args.baseline}"]
     load_before = os.getloadavg()
+    busy_before = other_work()
     seconds: dict[tuple[str, int], float] = {(name, w): 0.0 for name in runners for w in args.workers}
+    cpu: dict[tuple[str, int], float] = dict.fromkeys(seconds, 0.0)
     failures: dict[tuple[str, int], int] = dict.fromkeys(seconds, 0)
     for _ in range(args.rounds):
         for workers in args.workers:
             for name, run in runners.items():
-                started = time.perf_counter()
+                watch = Stopwatch(children=True)
                 with ThreadPoolExecutor(workers) as pool:
                     results = list(pool.map(lambda _, job=run: job(), range(args.executions)))
-                seconds[(name, workers)] += time.perf_counter() - started
+                seconds[(name, workers)] += watch.stop()
+                cpu[(name, workers)] += watch.cpu
                 failures[(name, workers)] += sum(r.stdout != b"ok\n" for r in results)
     total = args.executions * args.rounds
     rows: list[dict[str, Any]] = [
         {"config": name, "workers": workers, "executions": total, "executions_per_s": round(total / spent, 1),
+         "cpu_ms_per_execution": round(1e3 * cpu[(name, workers)] / total, 1),
+         "cpu_busy": round(cpu_busy(cpu[(name, workers)], spent), 3),
          "failures": failures[(name, workers)], "isolation": mechanisms[name]}
         for (name, workers), spent in seconds.items()
     ]
-    result = {"benchmark": "sandbox_isolation", "cpu_count": os.cpu_count(), "load_average_before": load_before,
+    result = {"benchmark": "sandbox_isolation", "machine": describe(), "note": load_note(busy_before),
+              "cpu": "CPU seconds of this process and every process it waited for, over wall seconds x cores",
+              "cpu_count": os.cpu_count(), "load_average_before": load_before,
               "load_average_after": os.getloadavg(), "scorer_is_root": os.geteuid() == 0, "rows": rows}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
-    print(f"{'config':28} {'workers':>7} {'exec/s':>7} {'failures':>8}")
+    print(f"{describe()}; {result['note']}")
+    print(f"{'config':28} {'workers':>7} {'exec/s':>7} {'CPU ms/exec':>11} {'CPU busy':>8} {'failures':>8}")
     for row in rows:
-        print(f"{row['config']:28} {row['workers']:>7} {row['executions_per_s']:>7} {row['failures']:>8}")
+        print(f"{row['config']:28} {row['workers']:>7} {row['executions_per_s']:>7} {row['cpu_ms_per_execution']:>11} "
+              f"{row['cpu_busy']:>8.0%} {row['failures']:>8}")
     print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
 

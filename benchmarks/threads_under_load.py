@@ -102,18 +102,17 @@ def _timed(work: Any) -> float:
     return time.perf_counter() - start
 
 
+# stops on SIGTERM (a SIGINT may be ignored: a shell's background job inherits SIGINT ignored)
 LOAD_PROGRAM = """
-import sys, time, torch
+import signal, sys, time, torch
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 torch.set_num_threads(int(sys.argv[1]))
 a, b = torch.randn(512, 512), torch.randn(512, 512)
 count, start = 0, time.perf_counter()
-try:
-    while True:
-        torch.mm(a, b); count += 1
-        if count % 200 == 0:
-            print(count, time.perf_counter() - start, flush=True)
-except KeyboardInterrupt:
-    pass
+while True:
+    torch.mm(a, b); count += 1
+    if count % 200 == 0:
+        print(count, time.perf_counter() - start, flush=True)
 """
 
 
@@ -124,7 +123,7 @@ def competing_alone(load_threads: int, seconds: float = 6.0) -> float | None:
     assert load.stdout is not None
     load.stdout.readline()
     time.sleep(seconds)
-    load.send_signal(2)
+    load.terminate()
     out, _ = load.communicate(timeout=60)
     return _rate(out)
 
@@ -155,7 +154,7 @@ def run_child(env_extra: dict[str, str], repeats: int, load_threads: int) -> dic
     finally:
         competing = None
         if load is not None:
-            load.send_signal(2)
+            load.terminate()
             out, _ = load.communicate(timeout=60)
             competing = _rate(out)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
