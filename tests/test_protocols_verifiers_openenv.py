@@ -10,7 +10,11 @@ trace's reward must be 1.0 exactly when the answer the trace records is right.
 
 verifiers runs a harness program as a PEP 723 script through `uv` (the subprocess runtime installs `uv` with
 `pip install --user uv` when it is missing, and `uv` fetches the script's dependencies: openai, mcp, httpx,
-tenacity): the first run needs the package index.
+tenacity): the first run needs the package index. Those dependencies are unpinned, so `uv` resolves them as of
+`HARNESS_PACKAGES_BEFORE`: httpx2 2.17.0 (uploaded 2026-11-30) refuses the `httpx.Timeout` that verifiers 0.3.1's
+`null` harness hands openai (`TypeError: Invalid timeout`), and every episode then ends in a harness error before
+the model is asked anything. `uv` keeps an environment it built once, whatever the cutoff, so the tests give it a
+cache of their own, named by the cutoff.
 """
 
 from __future__ import annotations
@@ -37,6 +41,15 @@ pytestmark = [pytest.mark.protocols]
 
 QUESTIONS = {str(row["prompt"]): index for index, row in enumerate(TASKS)}
 KEY_VARIABLE = "REWARDLAB_SCRIPTED_MODEL_KEY"
+HARNESS_PACKAGES_BEFORE = "2026-11-29T00:00:00Z"
+
+
+def harness_environment() -> dict[str, str]:
+    """The variables that make `uv` resolve the harness's dependencies as of `HARNESS_PACKAGES_BEFORE`, in a cache
+    that only ever held environments resolved that way."""
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {"UV_EXCLUDE_NEWER": HARNESS_PACKAGES_BEFORE,
+            "UV_CACHE_DIR": str(cache_root / "rewardlab-tests" / f"uv-before-{HARNESS_PACKAGES_BEFORE[:10]}")}
 
 
 def scripted_chat_app() -> Any:
@@ -97,7 +110,7 @@ def run_verifiers_eval(folder: Path, model_url: str, env_block: str) -> list[dic
     command = [sys.executable, "-c", "from verifiers.v1.cli.eval.main import main; main()",
                "@", str(config), "--no-serve", "--no-rich"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=540, cwd=folder,
-                          env={**os.environ, KEY_VARIABLE: "scripted"})
+                          env={**os.environ, **harness_environment(), KEY_VARIABLE: "scripted"})
     assert done.returncode == 0, done.stderr[-3000:]
     (traces,) = (folder / "out").glob("*/traces.jsonl")
     return [json.loads(line) for line in traces.read_text(encoding="utf-8").splitlines() if line.strip()]
