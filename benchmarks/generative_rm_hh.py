@@ -55,6 +55,14 @@ Which answer is more helpful and harmless? End with the line "Winner: A" or "Win
 """
 
 
+def after_label(training: dict[str, Any]) -> str:
+    """The table's row for a trained judge, naming its recipe so that runs with other settings sit side by side."""
+    layers = 30 - int(training.get("freeze_layers") or 0)
+    epochs = float(training.get("epochs") or 1.0)
+    return (f"SmolLM2-135M judge, after generative training ({training.get('pairs')} pairs, top {layers} layers, "
+            f"lr {float(training.get('lr') or 0):g}" + (f", {epochs:g} epochs)" if epochs != 1.0 else ")"))
+
+
 def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tuple[dict[str, Any], float]:
     """`rewardlab eval` of one judge spec on `rows`, in `shards` processes side by side (each scores a slice); returns
     (the merged metrics, seconds). A slice whose metrics.json exists is reused (a benchmark run can be resumed)."""
@@ -186,8 +194,7 @@ def main() -> int:
         summary["table"]["SmolLM2-135M judge, before"] = earlier["table"]["SmolLM2-135M judge, before"]
         for label, measured in earlier["table"].items():  # earlier trainings' rows stay beside this one
             if label.startswith("SmolLM2-135M judge, after"):
-                pairs = (earlier.get("training") or {}).get("pairs")
-                summary["table"][label if "pairs)" in label else f"{label} ({pairs} pairs)"] = measured
+                summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
         summary["earlier_trainings"] = [*earlier.get("earlier_trainings", []), earlier.get("training")]
     elif args.phase in ("all", "before"):
         before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before", args.shards)
@@ -227,7 +234,7 @@ def main() -> int:
         return 0
 
     after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
-    summary["table"][f"SmolLM2-135M judge, after generative training ({args.train_pairs} pairs)"] = row(after, seconds)
+    summary["table"][after_label(summary["training"])] = row(after, seconds)
     for measured in summary["table"].values():  # every scored pair: two forward passes (both orders)
         if measured.get("eval_seconds"):
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
