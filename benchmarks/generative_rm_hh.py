@@ -59,8 +59,10 @@ def after_label(training: dict[str, Any]) -> str:
     """The table's row for a trained judge, naming its recipe so that runs with other settings sit side by side."""
     layers = 30 - int(training.get("freeze_layers") or 0)
     epochs = float(training.get("epochs") or 1.0)
+    swap = float(training.get("swap_consistency") or 0.0)
     return (f"SmolLM2-135M judge, after generative training ({training.get('pairs')} pairs, top {layers} layers, "
-            f"lr {float(training.get('lr') or 0):g}" + (f", {epochs:g} epochs)" if epochs != 1.0 else ")"))
+            f"lr {float(training.get('lr') or 0):g}" + (f", {epochs:g} epochs" if epochs != 1.0 else "")
+            + (f", swap consistency {swap:g}" if swap else "") + ")")
 
 
 def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tuple[dict[str, Any], float]:
@@ -148,7 +150,10 @@ def main() -> int:
     parser.add_argument("--freeze-layers", type=int, default=27, help="lowest layers frozen (SmolLM2 has 30)")
     parser.add_argument("--lora-r", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=4, help="pairs per step, each in both orders (4: 8 judge "
+                        "examples, as the earlier rows' 8 examples per step)")
+    parser.add_argument("--swap-consistency", type=float, default=0.0, help="weight of the squared position bias "
+                        "added to the loss (TrainConfig.swap_consistency)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--attention", default="sdpa", help="training attention kernel (27 frozen layers run forward "
                         "only, where the fused kernel is faster than eager)")
@@ -214,7 +219,7 @@ def main() -> int:
         config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=args.epochs,
                              batch_size=args.batch_size, lr=args.lr, max_length=1024,
                              freeze_layers=args.freeze_layers, lora_r=args.lora_r, warmup_ratio=0.1, save_every=0,
-                             seed=0, attention=args.attention)
+                             seed=0, attention=args.attention, swap_consistency=args.swap_consistency)
         started = time.perf_counter()
         metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
@@ -223,7 +228,9 @@ def main() -> int:
                            **utilisation_fields(flops, seconds, "bf16" if metrics["precision"] == "bf16" else "fp32"),
                            "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
                            "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
-                           "batch_size": args.batch_size, "epochs": args.epochs, "precision": metrics["precision"],
+                           "batch_size": args.batch_size, "epochs": args.epochs,
+                           "swap_consistency": args.swap_consistency, "batch_unit": "pairs, each in both orders",
+                           "precision": metrics["precision"],
                            "mean_tokens": metrics["train"]["mean_tokens"]}
     if args.phase == "train":
         print(json.dumps(summary["training"], indent=2))

@@ -225,8 +225,8 @@ def test_the_cli_trains_a_judge_that_loads_as_judge_path(lm: str, tmp_path: Path
                  "--max-steps", "2", "--batch-size", "2", "--max-length", "512", "--freeze-layers", "0",
                  "--eval-split", "0.34", "--quiet"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["objective"] == "generative" and metrics["pairs_used"] == 8  # 4 training pairs, both orders
-    assert metrics["eval_pairs"] == 4  # 2 held-out pairs, both orders
+    assert metrics["objective"] == "generative" and metrics["pairs_used"] == 4  # a unit is a pair in both orders
+    assert metrics["train"]["examples"] == 8 and metrics["eval_pairs"] == 4  # 4 + 2 pairs, both orders each
     value = PairwiseJudge(str(out), mode="pairwise", scoring="logits").compare_pairs([("q", "good", "bad")])[0]
     assert value is not None and 0.0 <= value <= 1.0
     assert main(["train", "--data", str(data), "--output", str(tmp_path / "rm"), "--teacher", lm]) == 1
@@ -240,3 +240,53 @@ def test_a_verdict_tie_counts_half_in_the_logged_accuracy() -> None:
     from rewardlab.train.generative import _hits
 
     assert _hits(torch.tensor([0.5, -0.25, 0.0, 0.0])).tolist() == [1.0, 0.0, 0.5, 0.5]
+
+
+def test_both_orders_of_a_pair_are_one_training_unit(lm: str) -> None:
+    judge = _judge(lm)
+    rows = judge_training_pairs(PAIRS[:3], judge)
+    loose = PreferencePair(prompt="q", chosen="Winner: A", rejected="Winner: B", metadata={"verdict": "A"})
+    encoded = encode_answers(judge.backend.load()[1], [*rows, loose], max_length=0)
+    assert encoded.groups == [[0, 1], [2, 3], [4, 5], [6]]  # a pair's two orders; a pair given alone is its own
+    assert len(encoded) == 4 and encoded.stats()["examples"] == 7
+    assert encoded.lengths()[0] == len(encoded.input_ids[0]) + len(encoded.input_ids[1])
+    assert encoded.examples([2, 0]) == [4, 5, 0, 1]
+    third = PreferencePair(prompt="q", chosen="Winner: A", rejected="Winner: B", metadata=dict(rows[0].metadata))
+    with pytest.raises(ValueError, match="a third example of source pair"):
+        encode_answers(judge.backend.load()[1], [*rows[:2], third], max_length=0)
+
+
+def test_the_swap_penalty_is_the_mean_squared_position_bias() -> None:
+    import torch
+
+    from rewardlab.train.generative import swap_penalty
+
+    # margins right - wrong: pair 1 is 3 in one order and 1 in the other (bias (3 - 1) / 2 = 1), pair 2 is unbiased
+    margin = torch.tensor([3.0, 1.0, -1.0, -1.0, 7.0])
+    assert float(swap_penalty(margin, [(0, 1), (2, 3)])) == pytest.approx((1.0**2 + 0.0**2) / 2)
+    assert swap_penalty(margin, []) == 0.0
+    with pytest.raises(ValueError, match="applies to the generative objective"):
+        TrainConfig(objective="pairwise", swap_consistency=1.0).validate()
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="swap_consistency must be a finite number"):
+            TrainConfig(objective="generative", swap_consistency=bad).validate()
+
+
+def test_swap_consistency_shrinks_the_position_bias_training_leaves(lm: str, tmp_path: Path) -> None:
+    import random
+
+    words = ["river", "stone", "cloud", "maple", "ember", "frost", "lumen", "quill", "sable", "tundra"]
+    rng = random.Random(3)
+    pairs = [PreferencePair(prompt=" ".join(rng.sample(words, 3)) + "?", chosen=" ".join(rng.sample(words, 2)),
+                            rejected=" ".join(rng.sample(words, 2)), id=f"w{k}") for k in range(8)]
+    rows = judge_training_pairs(pairs, _judge(lm))
+    items = [(p.prompt, p.chosen, p.rejected) for p in pairs]
+    bias = {}
+    for weight in (0.0, 20.0):
+        out = tmp_path / f"judge-{weight:g}"
+        train_reward_model(_config(lm, out, max_steps=12, swap_consistency=weight), pairs=rows, eval_pairs=[])
+        trained = _judge(str(out), scoring="logits")
+        first, second = trained.compare_pairs(items), trained.compare_pairs([(p, b, a) for p, a, b in items])
+        # P(A wins) shown (chosen, rejected) plus P(A wins) shown (rejected, chosen) is 1 for a judge without bias
+        bias[weight] = sum(abs(a + b - 1.0) for a, b in zip(first, second, strict=True)) / len(items)
+    assert bias[20.0] < 0.5 * bias[0.0], bias

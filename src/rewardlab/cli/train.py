@@ -47,6 +47,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
      "centred on 0 (TRL's center_rewards_coefficient; default 0 = off, TRL suggests 0.01)"),
     ("--length-decorrelation", "length_decorrelation", float, "add C x corr(reward, response length)^2 over each "
      "batch, so length does not pay (after ODIN; default 0 = off)"),
+    ("--swap-consistency", "swap_consistency", float, "--objective generative: add C x mean(((m1 - m2) / 2)^2), the "
+     "squared position bias of each pair's verdict margins in its two orders (default 0 = off)"),
     ("--epochs", "epochs", float, "passes over the training data (default: the preset's)"),
     ("--max-steps", "max_steps", int, "stop after N optimizer steps (overrides --epochs)"),
     ("--lr", "lr", float, "peak learning rate, AdamW (default: the preset's, x sqrt(150M / parameters) for backbones "

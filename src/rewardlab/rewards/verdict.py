@@ -124,7 +124,8 @@ def judge_training_pairs(pairs: Sequence[PreferencePair], judge: JudgeReward,
             out.append(PreferencePair(prompt=conversation, chosen=answer,  # type: ignore[arg-type]
                                       rejected=f"Winner: {'B' if letter == 'A' else 'A'}", subset=pair.subset,
                                       id=f"{pair.id or k}:{order}",
-                                      metadata={"verdict": letter, "order": order, "critique": bool(critique)}))
+                                      metadata={"verdict": letter, "order": order, "pair": f"{pair.id or k}#{k}",
+                                                "critique": bool(critique)}))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,9 @@ class TrainConfig:
     length_decorrelation: float = 0.0
     """Adds c x (Pearson correlation of reward and response length over the micro-batch)^2 to the loss, so the
     model cannot pay for length (after ODIN, Chen et al. 2024). 0 = off."""
+    swap_consistency: float = 0.0
+    """Objective generative: adds c x mean(((m_1 - m_2) / 2)^2) over every pair trained in both orders, where m_i is
+    the right verdict's logit minus the wrong one's in order i: the judge's position bias, squared. 0 = off."""
     epochs: float | None = None
     """Passes over the training data (fractions allowed). Unset: the preset's."""
     max_steps: int | None = None
@@ -184,6 +188,10 @@ class TrainConfig:
             (self.center_rewards_coefficient >= 0,
              f"center_rewards_coefficient must be >= 0, got {self.center_rewards_coefficient}"),
             (self.length_decorrelation >= 0, f"length_decorrelation must be >= 0, got {self.length_decorrelation}"),
+            (math.isfinite(self.swap_consistency) and self.swap_consistency >= 0,
+             f"swap_consistency must be a finite number >= 0, got {self.swap_consistency}"),
+            (self.objective == "generative" or not self.swap_consistency,
+             f"swap_consistency applies to the generative objective, not {self.objective!r}"),
             (self.early_stopping_patience >= 0,
              f"early_stopping_patience must be >= 0, got {self.early_stopping_patience}"),
             (self.early_stopping_metric in EARLY_STOPPING_METRICS,

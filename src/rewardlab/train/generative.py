@@ -6,7 +6,14 @@ pair) is a `PreferencePair` whose `prompt` is the judge's conversation, `chosen`
 (`"…critique…\\nWinner: A"`, or the verdict line alone) and `rejected` the same line with the wrong verdict
 (`"Winner: B"`); `metadata["verdict"]` names the right one. The answer's last word is the verdict: the text before
 it is tokenized with the rendered conversation (as the judge's logits mode renders `…Winner: `) and the verdict
-word after it, so training sees the tokens `judge:PATH` reads. Logged and held-out accuracy: the verdict logit beats
+word after it, so training sees the tokens `judge:PATH` reads.
+
+The unit of training is a source pair: its two orders (`metadata["pair"]` and `metadata["order"]`, as
+`judge_training_pairs` writes them) always sit in the same micro-batch, so a batch never teaches one order without
+the other. With `swap_consistency` = c > 0 the loss adds `c · mean(((m₁ − m₂) / 2)²)` over those pairs, where `mᵢ`
+is the right verdict's logit minus the wrong one's in order i: `(m₁ − m₂) / 2` is the judge's position bias on that
+pair (the part of its verdict logit that follows the slot, not the answer), and a judge whose verdict flips with the
+order has it larger than its content margin `(m₁ + m₂) / 2`. Logged and held-out accuracy: the verdict logit beats
 the wrong verdict's at the verdict position (teacher-forced: for verdict-only answers this is the judge's logits
 mode exactly); held-out loss: the cross-entropy of the two verdicts there.
 """
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
     from rewardlab.train.run_data import RunData
 
 __all__ = ["EncodedAnswers", "GenerativeObjective", "encode_answers", "make_generative_objective", "render_prompt",
-           "split_verdict", "train_generative_judge"]
+           "split_verdict", "swap_penalty", "train_generative_judge"]
 
 IGNORE = -100
 
@@ -64,14 +71,24 @@ class EncodedAnswers:
     right: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)
     subset: list[str] = field(default_factory=list)
+    groups: list[list[int]] = field(default_factory=list)
+    """The training units: the examples of one source pair (both orders), or one example alone."""
     truncated_pairs: int = 0
 
     def __len__(self) -> int:
-        return len(self.input_ids)
+        return len(self.groups)
+
+    def examples(self, units: Sequence[int]) -> list[int]:
+        """The example indices of training units `units`, in order."""
+        return [i for unit in units for i in self.groups[unit]]
 
     def lengths(self) -> list[int]:
-        """Tokens per example (for length-grouped batches)."""
-        return [len(ids) for ids in self.input_ids]
+        """Tokens per training unit (for length-grouped batches)."""
+        return [sum(len(self.input_ids[i]) for i in group) for group in self.groups]
+
+    def forward_rows(self, units: Sequence[int]) -> list[list[int]]:
+        """The token rows one forward over `units` runs (for the trainer's token counts)."""
+        return [self.input_ids[i] for i in self.examples(units)]
 
     def token_rows(self) -> list[list[int]]:
         """Every example's token ids plus its verdict tokens (what a resumed run's data fingerprint covers)."""
@@ -79,8 +96,8 @@ class EncodedAnswers:
 
     def stats(self) -> dict[str, Any]:
         """Examples, truncated examples and the mean and largest length in tokens."""
-        lengths = self.lengths()
-        return {"examples": len(self), "truncated": self.truncated_pairs,
+        lengths = [len(ids) for ids in self.input_ids]
+        return {"examples": len(self.input_ids), "pairs": len(self), "truncated": self.truncated_pairs,
                 "mean_tokens": sum(lengths) / len(lengths) if lengths else 0.0, "max_tokens": max(lengths, default=0)}
 
 
@@ -96,6 +113,7 @@ def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_lengt
     local judge truncates), never answer tokens; the answer ends with the EOS token."""
     out = EncodedAnswers()
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    unit_of: dict[str, int] = {}
     for k, pair in enumerate(pairs):
         where = f"pair {pair.id or k}"
         if not isinstance(pair.metadata, dict) or pair.metadata.get("verdict") is None:
@@ -125,6 +143,16 @@ def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_lengt
         out.right.append(right)
         out.wrong.append(_first_token(tokenizer, other, where))
         out.subset.append(pair.subset or "all")
+        source = pair.metadata.get("pair")
+        if source is not None and pair.metadata.get("order") is not None:  # one order of a pair: its unit
+            if str(source) in unit_of and len(out.groups[unit_of[str(source)]]) >= 2:
+                raise ValueError(f"{where}: a third example of source pair {source!r}; a pair has two orders")
+            if str(source) not in unit_of:
+                unit_of[str(source)] = len(out.groups)
+                out.groups.append([])
+            out.groups[unit_of[str(source)]].append(len(out.input_ids) - 1)
+        else:
+            out.groups.append([len(out.input_ids) - 1])
     return out
 
 
@@ -144,11 +172,13 @@ class GenerativeObjective:
     pad_id: int
     device: torch.device
     autocast: Autocast
-    unit: str = "judge examples"
+    swap_consistency: float = 0.0
+    unit: str = "judge pairs"
 
     def _forward(self, model: Any, data: EncodedAnswers, indices: Sequence[int]) -> tuple[Any, Any]:
-        """(per-example answer loss, verdict logit margin right − wrong) for `indices`. Rows are left-padded so every
-        answer sits in the last `keep` positions, and the vocabulary projection runs on those positions only."""
+        """(per-example answer loss, verdict logit margin right − wrong) for the examples `indices`. Rows are
+        left-padded so every answer sits in the last `keep` positions, and the vocabulary projection runs on those
+        positions only."""
         import torch
 
         width = max(len(data.input_ids[i]) for i in indices)
@@ -180,10 +210,23 @@ class GenerativeObjective:
         return per_example, verdict_logits[rows, right] - verdict_logits[rows, wrong]
 
     def batch_loss(self, model: Any, indices: Sequence[int], batch: Sequence[int]) -> BatchLoss:
-        per_example, margin = self._forward(model, self.train, indices)
+        examples = self.train.examples(indices)
+        per_example, margin = self._forward(model, self.train, examples)
         loss = per_example.mean()
+        if self.swap_consistency:
+            loss = loss + self.swap_consistency * swap_penalty(margin, self._pair_rows(indices))
         return BatchLoss(loss, len(indices) / len(batch), float(loss.detach()) * len(indices), len(indices),
-                         float(_hits(margin).sum()), len(indices))
+                         float(_hits(margin).sum()), len(examples))
+
+    def _pair_rows(self, units: Sequence[int]) -> list[tuple[int, int]]:
+        """(row of the first order, row of the second) in the micro-batch's rows, for each unit with both orders."""
+        rows, at = [], 0
+        for unit in units:
+            size = len(self.train.groups[unit])
+            if size == 2:
+                rows.append((at, at + 1))
+            at += size
+        return rows
 
     def eval_sums(self, model: Any, indices: Sequence[int], batch_size: int) -> dict[str, Any]:
         """Held-out sums: verdicts ranked right (`correct`), the two-verdict cross-entropy, per subset, margins."""
@@ -192,11 +235,12 @@ class GenerativeObjective:
         correct = loss_sum = 0.0
         subsets: dict[str, list[float]] = {}
         margins: list[float] = []
+        examples = self.held_out.examples(indices)
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            for start in range(0, len(indices), batch_size):
-                chunk = list(indices[start:start + batch_size])
+            for start in range(0, len(examples), batch_size):
+                chunk = examples[start:start + batch_size]
                 _, margin = self._forward(model, self.held_out, chunk)
                 hits = _hits(margin)
                 correct += float(hits.sum())
@@ -207,18 +251,28 @@ class GenerativeObjective:
                     counts[1] += 1
                 margins.extend(margin.tolist())
         model.train(was_training)
-        return {"correct": correct, "pairs": len(indices), "loss_sum": loss_sum, "subsets": subsets,
+        return {"correct": correct, "pairs": len(examples), "loss_sum": loss_sum, "subsets": subsets,
                 "rewards": margins}
 
 
+def swap_penalty(margin: Any, pairs: Sequence[tuple[int, int]]) -> Any:
+    """`mean(((m₁ − m₂) / 2)²)` over `pairs` (rows of one source pair's two orders in `margin`, the right verdict's
+    logit minus the wrong one's): the mean squared position bias; 0.0 without pairs."""
+    if not pairs:
+        return 0.0
+    first = margin[[a for a, _ in pairs]]
+    second = margin[[b for _, b in pairs]]
+    return (((first - second) / 2) ** 2).mean()
+
+
 def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pad_id: int, device: torch.device,
-                              autocast: Autocast) -> GenerativeObjective:
+                              autocast: Autocast, swap_consistency: float = 0.0) -> GenerativeObjective:
     """The generative objective over a run's judge-format pairs (training and held-out)."""
     train = encode_answers(tokenizer, data.train, max_length=max_length)
     if not len(train):
         raise ValueError("objective 'generative': no training pairs")
     return GenerativeObjective(train, encode_answers(tokenizer, data.held_out, max_length=max_length), pad_id,
-                               device, autocast)
+                               device, autocast, swap_consistency)
 
 
 def train_generative_judge(config: TrainConfig,

@@ -127,7 +127,8 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
     if config.objective == "generative":
         from rewardlab.train.generative import make_generative_objective
 
-        return make_generative_objective(tokenizer, data, length, pad_id, device, autocast), False
+        return make_generative_objective(tokenizer, data, length, pad_id, device, autocast,
+                                         config.swap_consistency), False
     if config.objective == "process":
         from rewardlab.train import process as step_objective
 
