@@ -144,15 +144,16 @@ def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_lengt
         out.wrong.append(_first_token(tokenizer, other, where))
         out.subset.append(pair.subset or "all")
         source = pair.metadata.get("pair")
-        if source is not None and pair.metadata.get("order") is not None:  # one order of a pair: its unit
-            if str(source) in unit_of and len(out.groups[unit_of[str(source)]]) >= 2:
-                raise ValueError(f"{where}: a third example of source pair {source!r}; a pair has two orders")
-            if str(source) not in unit_of:
-                unit_of[str(source)] = len(out.groups)
-                out.groups.append([])
-            out.groups[unit_of[str(source)]].append(len(out.input_ids) - 1)
-        else:
+        if source is None or pair.metadata.get("order") is None:  # not one order of a pair: a unit alone
             out.groups.append([len(out.input_ids) - 1])
+            continue
+        if str(source) not in unit_of:
+            unit_of[str(source)] = len(out.groups)
+            out.groups.append([])
+        group = out.groups[unit_of[str(source)]]
+        if len(group) >= 2:
+            raise ValueError(f"{where}: a third example of source pair {source!r}; a pair has two orders")
+        group.append(len(out.input_ids) - 1)
     return out
 
 
