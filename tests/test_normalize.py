@@ -89,3 +89,13 @@ def test_group_std_neither_underflows_nor_overflows() -> None:
     assert tiny == [pytest.approx(-1.0), pytest.approx(1.0)]
     huge = group_normalize([-1e300, 1e300], ["g", "g"], eps=0.0, ddof=0)  # 1e300 squared overflows to inf
     assert huge == [pytest.approx(-1.0), pytest.approx(1.0)]
+
+
+def test_a_constant_group_is_exactly_zero_even_without_eps() -> None:
+    # 0.21625 three times: the mean, 0.6487500000000001 / 3, is one rounding off 0.21625, so the deviations are
+    # ±3e-17 and their std too; eps=0 once divided the one by the other into 0.816 for every sample
+    assert group_normalize([0.21625] * 3 + [1.0, 2.0], [0, 0, 0, 1, 1], eps=0.0)[:3] == [0.0, 0.0, 0.0]
+    assert group_normalize([0.21625] * 3, [0, 0, 0], scale=False) == [0.0, 0.0, 0.0]
+    assert zscore([0.21625] * 3, eps=0.0) == [0.0, 0.0, 0.0]
+    # a real spread, however small, is still seen (1e-200 against 0: the values differ exactly)
+    assert group_normalize([0.0, 1e-200], [0, 0], eps=0.0) == pytest.approx([-0.70711, 0.70711], abs=1e-4)

@@ -250,8 +250,12 @@ def test_gdpo_leaves_out_missing_values_and_keeps_an_all_missing_sample_missing(
     assert out[:3] == pytest.approx([0.70711, -0.70711, 0.0], abs=1e-4) and out[3] is None
 
 
-@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=4, max_size=12),
-       st.floats(0.1, 100.0), st.floats(-50.0, 50.0))
+# component values on a 0.01 grid: a spread float64 can still see after the shift (hypothesis found b = [0, 0, 0,
+# 1.7e-132], whose spread 1.0 + shift rounds away, so eps=0 normalised it to ±0.71 before the shift and 0 after)
+_GRID = st.integers(0, 100).map(lambda k: k / 100)
+
+
+@given(st.lists(st.tuples(_GRID, _GRID), min_size=4, max_size=12), st.floats(0.1, 100.0), st.floats(-50.0, 50.0))
 @settings(max_examples=60, deadline=None)
 def test_gdpo_is_invariant_to_each_components_scale_and_shift(rows: list[tuple[float, float]], scale: float,
                                                                shift: float) -> None:

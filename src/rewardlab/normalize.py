@@ -35,7 +35,8 @@ def zscore(values: Sequence[float | None], *, eps: float = 1e-6, ddof: int = 0) 
     if mask.sum() > ddof:
         present = array[mask]
         spread = present.std(ddof=ddof) + eps
-        out[mask] = (present - present.mean()) / spread if spread > 0 else 0.0
+        constant = present.min() == present.max()  # its mean's rounding would be noise, scaled up when eps is 0
+        out[mask] = (present - present.mean()) / spread if spread > 0 and not constant else 0.0
     return _restore(out, mask)
 
 
@@ -67,7 +68,12 @@ def group_normalize(
     x = array[present]
     count = np.bincount(ids).astype(np.float64)
     mean = np.bincount(ids, weights=x) / count
-    centred = x - mean[ids]
+    # a constant group's mean can be a rounding off its values (0.21625 three times): its deviations are exactly 0,
+    # not that rounding (which the division by std would scale up to ±0.8 when eps is 0)
+    low, high = np.full(len(count), np.inf), np.full(len(count), -np.inf)
+    np.minimum.at(low, ids, x)
+    np.maximum.at(high, ids, x)
+    centred = np.where((low == high)[ids], 0.0, x - mean[ids])
     if scale:
         # the squares are taken of deviations divided by the group's largest one, so tiny values (1e-200) do not
         # underflow to a zero std and huge ones (1e200) do not overflow to an infinite one
