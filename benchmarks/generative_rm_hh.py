@@ -65,6 +65,26 @@ def after_label(training: dict[str, Any]) -> str:
             + (f", swap consistency {swap:g}" if swap else "") + ")")
 
 
+PROMPT_CUT = "its first third and last two thirds (rewardlab.rewards._judge_parse.cut_prompt)"
+HEAD_CUT = "its first max_chars characters"  # what the judges of results before the prompt cut kept
+KEEP = ("rows", "judge_options", "template", "prompt_cut")  # what a reused row must share with this run
+
+
+def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
+    """How many prompts show (the first 40 characters of) their last user turn to the judge, cut the judge's way and
+    cut to their first `max_chars` characters (the judge's cut before)."""
+    from rewardlab.rewards._judge_parse import quote
+    from rewardlab.rewards.judge import _prompt_text
+
+    def shown(pair: Any, prompt: bool) -> bool:
+        turns = [m["content"] for m in pair.prompt if m["role"] == "user"] if isinstance(pair.prompt, list) else []
+        return not turns or turns[-1].strip()[:40] in quote(_prompt_text(pair.prompt), max_chars, prompt=prompt)[0]
+
+    return {"pairs": len(pairs), "max_chars": max_chars,
+            "last_user_turn_shown": sum(shown(p, True) for p in pairs) / len(pairs),
+            "last_user_turn_shown_by_a_head_cut": sum(shown(p, False) for p in pairs) / len(pairs)}
+
+
 def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tuple[dict[str, Any], float]:
     """`rewardlab eval` of one judge spec on `rows`, in `shards` processes side by side (each scores a slice); returns
     (the merged metrics, seconds). A slice whose metrics.json exists is reused (a benchmark run can be resumed)."""
@@ -183,7 +203,7 @@ def main() -> int:
                "max_chars": args.max_chars, "template": str(template)}
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
-                               "template": TEMPLATE,
+                               "template": TEMPLATE, "prompt_cut": PROMPT_CUT,
                                "command": " ".join(["benchmarks/generative_rm_hh.py", *sys.argv[1:]]),
                                "machine": "2-core AMD EPYC with avx512_bf16 (load average "
                                           f"{os.getloadavg()[0]:.0f} when the table was written)", **machine_record()}
@@ -192,10 +212,11 @@ def main() -> int:
     summary["table"] = {}
     if args.reuse_before and args.phase == "all":
         earlier = json.loads(out.read_text())
-        same = {k: earlier.get(k) for k in ("rows", "judge_options", "template")} == {
-            k: summary[k] for k in ("rows", "judge_options", "template")}
+        same = {k: earlier.get(k, HEAD_CUT if k == "prompt_cut" else None) for k in KEEP} == {
+            k: summary[k] for k in KEEP}
         if not same:
-            raise SystemExit(f"--reuse-before: {out} measured other rows, options or template; run without it")
+            raise SystemExit(f"--reuse-before: {out} measured other rows, options, template or prompt cut; run "
+                             "without it")
         summary["table"]["SmolLM2-135M judge, before"] = earlier["table"]["SmolLM2-135M judge, before"]
         for label, measured in earlier["table"].items():  # earlier trainings' rows stay beside this one
             if label.startswith("SmolLM2-135M judge, after"):
@@ -246,8 +267,16 @@ def main() -> int:
         if measured.get("eval_seconds"):
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
                                                "bf16"))
+    summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
     if out.is_file():  # earlier runs' history stays beside the new table
-        summary.update({k: v for k, v in json.loads(out.read_text()).items() if k.startswith("earlier")})
+        earlier = json.loads(out.read_text())
+        summary.update({k: v for k, v in earlier.items() if k == "earlier_tables"
+                        or (k.startswith("earlier") and earlier.get("prompt_cut", HEAD_CUT) == PROMPT_CUT)})
+        if earlier.get("prompt_cut", HEAD_CUT) != PROMPT_CUT:  # measured with another prompt cut: kept, apart
+            summary["earlier_tables"] = [*earlier.get("earlier_tables", []), {
+                "prompt_cut": earlier.get("prompt_cut", HEAD_CUT), "table": earlier["table"],
+                "command": earlier.get("command"), "training": earlier.get("training"),
+                "earlier_trainings": earlier.get("earlier_trainings", [])}]
     reference = json.loads((RESULTS / "judge_hh.json").read_text())
     summary["table"]["MiniLM Bradley-Terry RM (benchmarks/results/judge_hh.json, rows 1500:1800)"] = {
         k: reference["table"]["rm (MiniLM, trained)"].get(k) for k in ("pairwise_accuracy", "n_pairs")}

@@ -144,6 +144,24 @@ def test_quote_defangs_tags_and_verdict_lines_and_truncates() -> None:
     assert cut and text.startswith("x" * 10) and "truncated" in text
 
 
+def test_a_long_prompt_keeps_its_start_and_the_last_turn_a_response_keeps_its_start(model: str) -> None:
+    """A prompt cut at `max_chars` keeps its first third and its last two thirds (the turn the responses answer:
+    a first-`max_chars` cut lost it on 65 % of the shared HH prompts); a response keeps its first `max_chars`."""
+    text, cut = quote("a" * 30 + "m" * 500 + "z" * 60, 90, prompt=True)
+    assert cut and text == "a" * 30 + "\n[... 500 characters cut ...]\n" + "z" * 60
+    assert quote("short", 90, prompt=True) == ("short", False)
+    conversation = [{"role": "user", "content": "How do I pick a lock? " + "filler " * 100},
+                    {"role": "assistant", "content": "Why do you ask?"},
+                    {"role": "user", "content": "It is my own front door."}]
+    reward = load(model, scoring="logits", max_chars=120)
+    fields, truncated = reward._fields(Sample(prompt=conversation, response="Call a locksmith. " * 20))
+    assert fields["prompt"].startswith("user: How do I pick a lock?")
+    assert fields["prompt"].endswith("user: It is my own front door.") and "characters cut" in fields["prompt"]
+    assert truncated and fields["response"].startswith("Call a locksmith.") and "[... truncated]" in fields["response"]
+    # tag-shaped text in the kept end is still escaped
+    assert "</prompt" not in quote("x" * 200 + "</prompt-abc>", 60, prompt=True)[0]
+
+
 # ---------------------------------------------------------------- modes on a tiny LM
 def test_pointwise_text_unparseable_is_an_error_with_the_raw_answer(model: str) -> None:
     reward = load(model, max_new_tokens=6)

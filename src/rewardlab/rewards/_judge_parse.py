@@ -104,11 +104,30 @@ def verdict_shaped(line: str) -> bool:
                 or _YES_NO_LINE.fullmatch(line))
 
 
-def quote(text: str, limit: int) -> tuple[str, bool]:
-    """`text` ready to be quoted inside a template: truncated to `limit` characters, tag-shaped text escaped and
-    verdict-shaped lines prefixed `(quoted) `; and whether it was truncated."""
+PROMPT_HEAD = 1 / 3
+"""The share of `max_chars` a cut prompt keeps from its start; the rest comes from its end."""
+
+
+def cut_prompt(text: str, limit: int) -> str:
+    """A prompt of at most `limit` characters (plus a marker): its start and its end, the middle cut. The end holds
+    the turn the responses answer (at 200 characters 95 % of the shared HH prompts show their last user turn this
+    way, 37 % cut to their first 200: benchmarks/generative_rm_hh.py); the start, the request that opened the
+    conversation."""
+    if len(text) <= limit:
+        return text
+    head = int(limit * PROMPT_HEAD)
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
+
+
+def quote(text: str, limit: int, *, prompt: bool = False) -> tuple[str, bool]:
+    """`text` ready to be quoted inside a template: truncated to `limit` characters (a response keeps its start, a
+    `prompt` its start and end: `cut_prompt`), tag-shaped text escaped and verdict-shaped lines prefixed `(quoted) `;
+    and whether it was truncated."""
     truncated = len(text) > limit
-    if truncated:
+    if truncated and prompt:
+        text = cut_prompt(text, limit)
+    elif truncated:
         text = text[:limit] + "\n[... truncated]"
     text = _TAGS.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
     lines = text.splitlines(keepends=True)

@@ -235,7 +235,7 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
         with a token derived from all of them (docs/judges.md, "Fencing")."""
         quoted = {name: quote(_clean(text if isinstance(text, str) else ""), self.max_chars)
                   for name, text in responses.items()}
-        prompt_text, _ = quote(_prompt_text(prompt), self.max_chars)
+        prompt_text, _ = quote(_prompt_text(prompt), self.max_chars, prompt=True)
         ref = quote(_clean(reference), self.max_chars)[0] if reference is not None and reference.strip() else ""
         fence = fence_token(self.template.sha256, prompt_text, ref, *(text for text, _ in quoted.values()))
         block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
@@ -426,7 +426,7 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
         if missing:
             convs = []
             for p in missing:
-                quoted = quote(p, self.max_chars)[0]
+                quoted = quote(p, self.max_chars, prompt=True)[0]
                 fence = fence_token(self.criteria_template.sha256, quoted)
                 convs.append(self.criteria_template.conversation(prompt=quoted, fence=fence))
             answers = self.backend.generate(convs, max_new_tokens=self.max_new_tokens, temperature=0.0, n=1)

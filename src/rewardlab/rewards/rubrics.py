@@ -125,7 +125,7 @@ def _write(judge: JudgeReward, template_name: str, items: Sequence[tuple[str, di
     for start in range(0, len(items), chunk):
         conversations = []
         for prompt, texts in items[start:start + chunk]:
-            quoted = {key: defang_bullets(quote(value, judge.max_chars)[0])
+            quoted = {key: defang_bullets(quote(value, judge.max_chars, prompt=key == "prompt")[0])
                       for key, value in {"prompt": prompt, **texts}.items()}
             conversations.append(template.conversation(
                 fence=fence_token(template.sha256, *quoted.values()), **quoted))
