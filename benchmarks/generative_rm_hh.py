@@ -60,7 +60,9 @@ def after_label(training: dict[str, Any]) -> str:
     layers = 30 - int(training.get("freeze_layers") or 0)
     epochs = float(training.get("epochs") or 1.0)
     swap = float(training.get("swap_consistency") or 0.0)
-    return (f"SmolLM2-135M judge, after generative training ({training.get('pairs')} pairs, top {layers} layers, "
+    trained = (f"LoRA r {training['lora_r']} on every layer" if training.get("lora_r")  # LoRA ignores freeze_layers
+               else f"top {layers} layers")
+    return (f"SmolLM2-135M judge, after generative training ({training.get('pairs')} pairs, {trained}, "
             f"lr {float(training.get('lr') or 0):g}" + (f", {epochs:g} epochs" if epochs != 1.0 else "")
             + (f", swap consistency {swap:g}" if swap else "") + ")")
 
@@ -146,11 +148,12 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
             "first_position_rate": consistency.get("first_position_rate"), "eval_seconds": round(seconds, 1)}
 
 
-def model_flops(base: str, metrics: dict[str, Any]) -> tuple[float, float]:
+def model_flops(base: str, metrics: dict[str, Any], lora: bool = False) -> tuple[float, float]:
     """(model FLOPs of the training run, of scoring one pair in both orders): a forward pass is 2 x non-embedding
     parameters x tokens for every token; the backward pass, through the trained layers only, 4 x trained parameters
-    x tokens (the frozen layers run forward only). Parameters counted on a model built from the config on the meta
-    device (nothing loaded)."""
+    x tokens (the frozen layers run forward only). With LoRA on every layer the backward pass also carries the
+    gradient through every frozen weight down to the first layer (2 x non-embedding parameters x tokens). Parameters
+    counted on a model built from the config on the meta device (nothing loaded)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -158,7 +161,8 @@ def model_flops(base: str, metrics: dict[str, Any]) -> tuple[float, float]:
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base))
     params = matmul_params(model)
     tokens = float(metrics["train"]["mean_tokens"]) * int(metrics["train"]["examples"])
-    train = forward_flops(params, round(tokens)) + 4.0 * int(metrics["trainable_parameters"]) * tokens
+    passes = 2 if lora else 1  # the forward, and with LoRA the backward through every frozen weight
+    train = passes * forward_flops(params, round(tokens)) + 4.0 * int(metrics["trainable_parameters"]) * tokens
     return train, 2 * forward_flops(params, round(float(metrics["train"]["mean_tokens"])))
 
 
@@ -244,7 +248,7 @@ def main() -> int:
         started = time.perf_counter()
         metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
-    flops, eval_flops_per_pair = model_flops(base, metrics)
+    flops, eval_flops_per_pair = model_flops(base, metrics, lora=args.lora_r > 0)
     summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
                            **utilisation_fields(flops, seconds, "bf16" if metrics["precision"] == "bf16" else "fp32"),
                            "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
