@@ -274,11 +274,12 @@ def main() -> int:
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
     if out.is_file():  # earlier runs' history stays beside the new table
         earlier = json.loads(out.read_text())
-        summary.update({k: v for k, v in earlier.items() if k == "earlier_tables"
-                        or (k.startswith("earlier") and earlier.get("prompt_cut", HEAD_CUT) == PROMPT_CUT)})
-        if earlier.get("prompt_cut", HEAD_CUT) != PROMPT_CUT:  # measured with another prompt cut: kept, apart
+        cut = earlier.get("prompt_cut", HEAD_CUT)
+        summary.update({k: v for k, v in earlier.items()
+                        if k == "earlier_tables" or (k.startswith("earlier") and cut == PROMPT_CUT)})
+        if cut != PROMPT_CUT:  # measured with another prompt cut: kept, apart
             summary["earlier_tables"] = [*earlier.get("earlier_tables", []), {
-                "prompt_cut": earlier.get("prompt_cut", HEAD_CUT), "table": earlier["table"],
+                "prompt_cut": cut, "table": earlier["table"],
                 "command": earlier.get("command"), "training": earlier.get("training"),
                 "earlier_trainings": earlier.get("earlier_trainings", [])}]
     reference = json.loads((RESULTS / "judge_hh.json").read_text())

@@ -146,7 +146,7 @@ def test_quote_defangs_tags_and_verdict_lines_and_truncates() -> None:
 
 def test_a_long_prompt_keeps_its_start_and_the_last_turn_a_response_keeps_its_start(model: str) -> None:
     """A prompt cut at `max_chars` keeps its first third and its last two thirds (the turn the responses answer:
-    a first-`max_chars` cut lost it on 65 % of the shared HH prompts); a response keeps its first `max_chars`."""
+    a first-200-character cut hid it on 63 % of the shared HH prompts); a response keeps its first `max_chars`."""
     text, cut = quote("a" * 30 + "m" * 500 + "z" * 60, 90, prompt=True)
     assert cut and text == "a" * 30 + "\n[... 500 characters cut ...]\n" + "z" * 60
     assert quote("short", 90, prompt=True) == ("short", False)

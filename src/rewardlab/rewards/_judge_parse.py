@@ -117,7 +117,7 @@ def cut_prompt(text: str, limit: int) -> str:
         return text
     head = int(limit * PROMPT_HEAD)
     tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[len(text) - tail:]}"
 
 
 def quote(text: str, limit: int, *, prompt: bool = False) -> tuple[str, bool]:
