@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from rewardlab import PreferencePair, Sample
 from rewardlab.models.card import ModelCard
-from rewardlab.rewards.judge import PairwiseJudge
-from rewardlab.rewards.verdict import VerdictReward, distill_critiques, judge_training_pairs
+from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
+from rewardlab.rewards.verdict import VerdictReward, distill_critiques, judge_formatter, judge_training_pairs
 from rewardlab.train.config import TrainConfig
 from rewardlab.train.generative import encode_answers, render_prompt, split_verdict
 from rewardlab.train.generative_model import GENERATIVE_LAYOUT
@@ -25,6 +25,8 @@ PAIRS = [PreferencePair(prompt=f"Question {k}?", chosen="good", rejected="bad", 
 # a short pairwise template: the tiny LM's tokenizer is byte-level, so the default one is ~700 tokens
 TEMPLATE = ("[user]\n<prompt-{fence}>\n{prompt}\n</prompt-{fence}>\n<response_a-{fence}>\n{response_a}\n"
             "</response_a-{fence}>\n<response_b-{fence}>\n{response_b}\n</response_b-{fence}>\nWinner?\n")
+YES_TEMPLATE = ("[user]\n<prompt-{fence}>\n{prompt}\n</prompt-{fence}>\n<response-{fence}>\n{response}\n"
+                "</response-{fence}>\nGood?\n")
 SHORT: dict[str, str] = {}
 
 
@@ -33,11 +35,17 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("genrm")
     (root / "pairwise-short.txt").write_text(TEMPLATE, encoding="utf-8")
     SHORT["template"] = str(root / "pairwise-short.txt")
+    (root / "yesno-short.txt").write_text(YES_TEMPLATE, encoding="utf-8")
+    SHORT["yes_template"] = str(root / "yesno-short.txt")
     return tiny_llama(root / "lm")
 
 
 def _judge(path: str, **options: Any) -> PairwiseJudge:
     return PairwiseJudge(path, mode="pairwise", max_chars=100, template=SHORT["template"], **options)
+
+
+def _yes_judge(path: str, **options: Any) -> JudgeReward:
+    return JudgeReward(path, mode="pyes", max_chars=100, template=SHORT["yes_template"], **options)
 
 
 def test_split_verdict_takes_the_last_word() -> None:
@@ -229,6 +237,9 @@ def test_the_cli_trains_a_judge_that_loads_as_judge_path(lm: str, tmp_path: Path
     assert metrics["train"]["examples"] == 8 and metrics["eval_pairs"] == 4  # 4 + 2 pairs, both orders each
     value = PairwiseJudge(str(out), mode="pairwise", scoring="logits").compare_pairs([("q", "good", "bad")])[0]
     assert value is not None and 0.0 <= value <= 1.0
+    assert main(["train", "--objective", "generative", "--backbone", lm, "--data", str(data), "--output",
+                 str(tmp_path / "swap"), "--max-steps", "1", "--batch-size", "2", "--max-length", "512",
+                 "--freeze-layers", "0", "--swap-consistency", "1", "--quiet"]) == 0  # reading the pairs kept it
     assert main(["train", "--data", str(data), "--output", str(tmp_path / "rm"), "--teacher", lm]) == 1
     assert "--teacher applies to --objective generative" in "".join(capsys.readouterr())
 
@@ -290,3 +301,62 @@ def test_swap_consistency_shrinks_the_position_bias_training_leaves(lm: str, tmp
         # P(A wins) shown (chosen, rejected) plus P(A wins) shown (rejected, chosen) is 1 for a judge without bias
         bias[weight] = sum(abs(a + b - 1.0) for a, b in zip(first, second, strict=True)) / len(items)
     assert bias[20.0] < 0.5 * bias[0.0], bias
+
+
+def test_a_pyes_judge_trains_on_each_response_alone(lm: str) -> None:
+    judge = _yes_judge(lm)
+    tie = PreferencePair(prompt="q", chosen="x", rejected="y", tie=True)
+    rows = judge_training_pairs([*PAIRS[:2], tie], judge)
+    assert [(r.chosen, r.rejected, r.metadata["order"], r.metadata["verdict"]) for r in rows] == [
+        ("Yes", "No", "chosen", "Yes"), ("No", "Yes", "rejected", "No")] * 2
+    assert rows[0].prompt == judge.conversation(PAIRS[0].prompt, {"response": PAIRS[0].chosen})
+    assert rows[1].prompt == judge.conversation(PAIRS[0].prompt, {"response": PAIRS[0].rejected})
+    assert "bad" not in rows[0].prompt[-1]["content"] and "good" not in rows[1].prompt[-1]["content"]
+    encoded = encode_answers(judge.backend.load()[1], rows, max_length=0)
+    assert encoded.groups == [[0, 1], [2, 3]]  # a pair's two responses train in one micro-batch
+    assert encoded.answer_start == encoded.verdict_at  # the answer is the verdict word alone, as pyes scoring reads it
+    with pytest.raises(ValueError, match="critiques need a pairwise judge"):
+        judge_training_pairs(PAIRS[:1], judge, [{}])
+    with pytest.raises(ValueError, match="needs a judge of mode pairwise or pyes, got mode 'pointwise'"):
+        judge_training_pairs(PAIRS[:1], JudgeReward(lm, mode="pointwise"))
+    with pytest.raises(ValueError, match="a teacher's critiques train a pairwise judge, not mode 'pyes'"):
+        judge_formatter(lm, mode="pyes", teacher=lm)
+    assert judge_formatter(lm, mode="pyes", max_chars=100, template=SHORT["yes_template"])(PAIRS[:1]) == rows[:2]
+
+
+def test_a_trained_pyes_judge_says_yes_to_the_chosen_response_only(lm: str, tmp_path: Path) -> None:
+    rows = judge_training_pairs(PAIRS, _yes_judge(lm))
+    out = tmp_path / "yes-judge"
+    result = train_reward_model(_config(lm, out, max_steps=60, judge_mode="pyes"), pairs=rows, eval_pairs=rows)
+    assert result.metrics["eval_accuracy"] == 1.0
+    assert ModelCard.read(out).intended_use == "an LLM judge: load it as judge:PATH (mode pyes)"
+    trained = _yes_judge(str(out), scoring="logits")
+    scores = trained.score([Sample(prompt=p.prompt, response=text) for p in PAIRS for text in (p.chosen, p.rejected)])
+    assert all(s.error is None and s.value is not None for s in scores)
+    assert all(scores[k].value > 0.5 > scores[k + 1].value for k in range(0, len(scores), 2))  # type: ignore[operator]
+    with pytest.raises(ValueError, match="verdict 'Yes' is not a pairwise judge's \\(A or B\\)"):
+        train_reward_model(_config(lm, tmp_path / "wrong", max_steps=1), pairs=rows, eval_pairs=[])
+    for bad, message in (({"judge_mode": "pointwise"}, "judge_mode must be one of"),
+                         ({"judge_mode": "pyes", "swap_consistency": 1.0}, "swap_consistency needs judge_mode"),
+                         ({"judge_mode": "pyes", "objective": "pairwise"}, "judge_mode applies to the generative")):
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**{"objective": "generative", **bad}).validate()
+
+
+def test_the_cli_trains_a_pyes_judge(lm: str, tmp_path: Path) -> None:
+    import json
+
+    from rewardlab.cli import main
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}) + "\n"
+                            for p in PAIRS), encoding="utf-8")
+    out = tmp_path / "judge"
+    assert main(["train", "--objective", "generative", "--judge-mode", "pyes", "--backbone", lm, "--data", str(data),
+                 "--output", str(out), "--max-steps", "2", "--batch-size", "2", "--max-length", "512",
+                 "--freeze-layers", "0", "--eval-split", "0.34", "--quiet"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["train"]["examples"] == 8 and metrics["eval_pairs"] == 4  # 4 + 2 pairs, each response alone
+    assert ModelCard.read(out).training_config["judge_mode"] == "pyes"  # type: ignore[index]
+    (score,) = JudgeReward(str(out), mode="pyes", scoring="logits").score([Sample(prompt="q", response="good")])
+    assert score.error is None and score.value is not None and 0.0 <= score.value <= 1.0

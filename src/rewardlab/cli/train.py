@@ -49,6 +49,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
      "batch, so length does not pay (after ODIN; default 0 = off)"),
     ("--swap-consistency", "swap_consistency", float, "--objective generative: add C x mean(((m1 - m2) / 2)^2), the "
      "squared position bias of each pair's verdict margins in its two orders (default 0 = off)"),
+    ("--judge-mode", "judge_mode", str, "--objective generative: the judge mode trained, pairwise (two responses, "
+     "Winner: A|B, both orders; default) or pyes (one response, Yes or No)"),
     ("--epochs", "epochs", float, "passes over the training data (default: the preset's)"),
     ("--max-steps", "max_steps", int, "stop after N optimizer steps (overrides --epochs)"),
     ("--lr", "lr", float, "peak learning rate, AdamW (default: the preset's, x sqrt(150M / parameters) for backbones "
@@ -158,7 +160,8 @@ def run_train(args: argparse.Namespace) -> int:
 
             config = dataclasses.replace(config, backbone=resolve_judge_backbone(config.backbone))
             teacher_options = {"model": args.teacher_model} if args.teacher_model else {}
-            result = train_generative_judge(config, judge_formatter(config.backbone, teacher=args.teacher,
+            result = train_generative_judge(config, judge_formatter(config.backbone, mode=config.judge_mode,
+                                                                    teacher=args.teacher,
                                                                     teacher_options=teacher_options),
                                             quiet=args.quiet, callbacks=bars)
         else:

@@ -295,7 +295,8 @@ class HFBackend:
 
     def next_token_probs(self, conversations: Sequence[Conversation], candidates: Sequence[Sequence[str]],
                          *, prefix: str = "") -> list[list[float]]:
-        """P(next token) for each group of candidate strings (summed over its one-token candidates), per conversation.
+        """P(next token) for each group of candidate strings, per conversation: summed over the group's one-token
+        candidates and the first token of its first candidate.
 
         `candidates` is a list of groups, e.g. `[["Yes", " Yes", "yes"], ["No", " No", "no"]]`; `prefix` is text the
         assistant's answer starts with (e.g. "Answer: ").
@@ -304,10 +305,14 @@ class HFBackend:
 
         _, tokenizer = self.load()
         ids: list[list[int]] = []
-        for group in candidates:  # candidates that are one token; else the first token of the first candidate
+        for group in candidates:
+            # the candidates that are one token, and the first token of the first (the canonical spelling, whose
+            # first token a generative judge is trained to answer: rewardlab.train.generative): a tokenizer that
+            # spells "no" as one token but "No" as two must not read a trained judge's "N" as no answer
             encoded = [tokenizer.encode(text, add_special_tokens=False) for text in group]
-            single = sorted({e[0] for e in encoded if len(e) == 1})
-            ids.append(single or [next(e[0] for e in encoded if e)])
+            canonical = next((e[0] for e in encoded if e), None)
+            single = {e[0] for e in encoded if len(e) == 1}
+            ids.append(sorted(single | ({canonical} if canonical is not None else set())))
         texts = [self.render(c) + prefix for c in conversations]
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):

@@ -9,8 +9,11 @@ consistency comes from the data: `judge_training_pairs` gives every pair in both
 so only a judge right in both orders (position consistent) earns the full reward on both.
 
 `judge_training_pairs` turns preference pairs into judge-format pairs (the conversation `judge:PATH` shows, built by
-the judge itself) for `TrainConfig(objective="generative")`; `distill_critiques` asks a teacher judge (local or
-OpenAI-compatible) for critiques in both orders and keeps one only where the teacher's verdict agrees with the label.
+the judge itself) for `TrainConfig(objective="generative")`: for a pairwise judge both orders of every pair, for a
+`pyes` judge (one response, answered Yes or No: a pointwise generative verifier, GenRM, Zhang et al. 2024,
+arXiv:2408.15240) one example per response, the chosen one answered Yes and the rejected one No;
+`distill_critiques` asks a teacher judge (local or OpenAI-compatible) for critiques in both orders and keeps one only
+where the teacher's verdict agrees with the label.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
 from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
 from rewardlab.types import PreferencePair, Reward, Sample, Score
 
-__all__ = ["VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs", "resolve_judge_backbone",
-           "smollm2_backbone"]
+__all__ = ["JUDGE_VERDICTS", "VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs",
+           "resolve_judge_backbone", "smollm2_backbone"]
 
 _VALUES = {"pairwise": {"a": 1.0, "b": 0.0, "tie": 0.5}, "yesno": {"yes": 1.0, "no": 0.0}}
 ORDERS = ("chosen_first", "chosen_second")
+#: The judge modes a generative judge is trained for, and their (right-for-the-chosen, other) verdict words.
+JUDGE_VERDICTS = {"pairwise": ("A", "B"), "pyes": ("Yes", "No")}
 
 
 def smollm2_backbone() -> str:
@@ -106,11 +111,21 @@ def judge_training_pairs(pairs: Sequence[PreferencePair], judge: JudgeReward,
     """Judge-format pairs, both orders of every preference pair: `prompt` the conversation `judge` builds for it,
     `chosen` the answer to learn (`critique` then `Winner: X`, or the verdict line alone), `rejected` the wrong
     verdict line, `metadata["verdict"]` the right letter. `critiques[k]` may give a critique per order
-    (`chosen_first`, `chosen_second`: see `distill_critiques`). Ties are not judge examples and are skipped."""
-    if judge.mode != "pairwise":
-        raise ValueError(f"judge_training_pairs needs a pairwise judge, got mode {judge.mode!r}")
+    (`chosen_first`, `chosen_second`: see `distill_critiques`). Ties are not judge examples and are skipped.
+
+    A `pyes` judge gets single-response examples instead: per pair, the conversation showing the chosen response
+    answered `Yes` (the wrong answer `No`) and the one showing the rejected response answered `No`, both in one
+    training unit (`metadata["pair"]`, `metadata["order"]` = `chosen` or `rejected`). Its logits mode reads the
+    answer's first token, so it takes no critiques."""
+    if judge.mode not in JUDGE_VERDICTS:
+        raise ValueError(f"judge_training_pairs needs a judge of mode {' or '.join(JUDGE_VERDICTS)}, got mode "
+                         f"{judge.mode!r}")
     if critiques is not None and len(critiques) != len(pairs):
         raise ValueError(f"critiques: {len(critiques)} entries for {len(pairs)} pairs")
+    if judge.mode == "pyes":
+        if critiques is not None:
+            raise ValueError("critiques need a pairwise judge: a pyes judge answers Yes or No as its first token")
+        return _single_response_examples(pairs, judge)
     out: list[PreferencePair] = []
     for k, pair in enumerate(pairs):
         if pair.tie:
@@ -126,6 +141,21 @@ def judge_training_pairs(pairs: Sequence[PreferencePair], judge: JudgeReward,
                                       id=f"{pair.id or k}:{order}",
                                       metadata={"verdict": letter, "order": order, "pair": f"{pair.id or k}#{k}",
                                                 "critique": bool(critique)}))
+    return out
+
+
+def _single_response_examples(pairs: Sequence[PreferencePair], judge: JudgeReward) -> list[PreferencePair]:
+    """A pyes judge's examples: each response of each pair alone, the chosen one answered Yes, the rejected one No."""
+    out: list[PreferencePair] = []
+    for k, pair in enumerate(pairs):
+        if pair.tie:
+            continue
+        for role, response, (answer, wrong) in (("chosen", pair.chosen, JUDGE_VERDICTS["pyes"]),
+                                                ("rejected", pair.rejected, JUDGE_VERDICTS["pyes"][::-1])):
+            out.append(PreferencePair(prompt=judge.conversation(pair.prompt, {"response": response}),  # type: ignore[arg-type]
+                                      chosen=answer, rejected=wrong, subset=pair.subset, id=f"{pair.id or k}:{role}",
+                                      metadata={"verdict": answer, "order": role, "pair": f"{pair.id or k}#{k}",
+                                                "critique": False}))
     return out
 
 
@@ -150,12 +180,20 @@ def distill_critiques(pairs: Sequence[PreferencePair], teacher: PairwiseJudge) -
 
 def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_options: Mapping[str, Any] | None = None,
                     **judge_options: Any) -> Callable[[Sequence[PreferencePair]], list[PreferencePair]]:
-    """Preference pairs → judge-format pairs for a judge trained on `backbone`: the conversation a pairwise
-    `judge:PATH` with `judge_options` shows, both orders; with `teacher` (a judge MODEL: folder, `smollm2` or an
-    OpenAI-compatible URL, `teacher_options` such as `model`), critiques distilled from it where it agrees."""
-    judge = PairwiseJudge(resolve_judge_backbone(backbone), mode="pairwise", **judge_options)
+    """Preference pairs → judge-format pairs for a judge trained on `backbone`: the conversation a `judge:PATH` with
+    `judge_options` shows (`mode` pairwise, the default: both orders; or pyes: one response at a time); with
+    `teacher` (a judge MODEL: folder, `smollm2` or an OpenAI-compatible URL, `teacher_options` such as `model`),
+    critiques distilled from it where it agrees (pairwise only)."""
+    mode = judge_options.pop("mode", "pairwise")
+    if mode not in JUDGE_VERDICTS:
+        raise ValueError(f"a generative judge is trained for mode {' or '.join(JUDGE_VERDICTS)}, got {mode!r}")
+    judge = (PairwiseJudge if mode == "pairwise" else JudgeReward)(resolve_judge_backbone(backbone), mode=mode,
+                                                                   **judge_options)
     mentor = None
     if teacher is not None:
+        if mode != "pairwise":
+            raise ValueError(f"a teacher's critiques train a pairwise judge, not mode {mode!r} (it answers Yes or No "
+                             "as its first token)")
         shown = {k: v for k, v in judge_options.items() if k in ("template", "max_chars")}  # the same prompts
         mentor = PairwiseJudge(teacher, mode="pairwise", scoring="text", **{**shown, **(teacher_options or {})})
 

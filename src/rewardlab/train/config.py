@@ -17,6 +17,7 @@ SCHEDULERS = ("cosine", "linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
 WEIGHTS_DTYPES = ("fp32", "bf16")
 OBJECTIVES = ("pairwise", "ranked", "rating", "quantile", "ordinal", "process", "generative")
+JUDGE_MODES = ("pairwise", "pyes")  # rewardlab.rewards.verdict.JUDGE_VERDICTS (kept light: no judge import here)
 RATED_OBJECTIVES = ("rating", "quantile", "ordinal")  # trained on rated lists (a numeric score per response)
 TRACKERS = ("jsonl", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 OPTIMIZERS = ("auto", "fused", "foreach", "for-loop")
@@ -59,6 +60,10 @@ class TrainConfig:
     swap_consistency: float = 0.0
     """Objective generative: adds c x mean(((m_1 - m_2) / 2)^2) over every pair trained in both orders, where m_i is
     the right verdict's logit minus the wrong one's in order i: the judge's position bias, squared. 0 = off."""
+    judge_mode: str = "pairwise"
+    """Objective generative: the judge mode the model is trained to answer in (`rewardlab.rewards.verdict`): pairwise
+    (two responses, `Winner: A|B`, both orders of every pair) or pyes (one response, `Yes` or `No`: the chosen
+    response Yes, the rejected one No). The model card says which mode `judge:PATH` should load it in."""
     epochs: float | None = None
     """Passes over the training data (fractions allowed). Unset: the preset's."""
     max_steps: int | None = None
@@ -192,6 +197,11 @@ class TrainConfig:
              f"swap_consistency must be a finite number >= 0, got {self.swap_consistency}"),
             (self.objective == "generative" or not self.swap_consistency,
              f"swap_consistency applies to the generative objective, not {self.objective!r}"),
+            (self.judge_mode in JUDGE_MODES, f"judge_mode must be one of {JUDGE_MODES}, got {self.judge_mode!r}"),
+            (self.objective == "generative" or self.judge_mode == "pairwise",
+             f"judge_mode applies to the generative objective, not {self.objective!r}"),
+            (self.judge_mode == "pairwise" or not self.swap_consistency,
+             "swap_consistency needs judge_mode 'pairwise' (it compares a pair's two orders)"),
             (self.early_stopping_patience >= 0,
              f"early_stopping_patience must be >= 0, got {self.early_stopping_patience}"),
             (self.early_stopping_metric in EARLY_STOPPING_METRICS,

@@ -267,8 +267,18 @@ def swap_penalty(margin: Any, pairs: Sequence[tuple[int, int]]) -> Any:
 
 
 def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pad_id: int, device: torch.device,
-                              autocast: Autocast, swap_consistency: float = 0.0) -> GenerativeObjective:
-    """The generative objective over a run's judge-format pairs (training and held-out)."""
+                              autocast: Autocast, swap_consistency: float = 0.0,
+                              judge_mode: str = "pairwise") -> GenerativeObjective:
+    """The generative objective over a run's judge-format pairs (training and held-out), whose verdicts must be
+    `judge_mode`'s (the model card says which mode the judge answers in)."""
+    from rewardlab.rewards.verdict import JUDGE_VERDICTS
+
+    for pair in [*data.train, *data.held_out]:
+        verdict = pair.metadata.get("verdict") if isinstance(pair.metadata, dict) else None
+        if verdict is not None and verdict not in JUDGE_VERDICTS[judge_mode]:
+            raise ValueError(f"pair {pair.id}: verdict {verdict!r} is not a {judge_mode} judge's "
+                             f"({' or '.join(JUDGE_VERDICTS[judge_mode])}); set judge_mode to the mode the "
+                             "judge-format pairs were built for")
     train = encode_answers(tokenizer, data.train, max_length=max_length)
     if not len(train):
         raise ValueError("objective 'generative': no training pairs")
@@ -289,6 +299,8 @@ def train_generative_judge(config: TrainConfig,
 
     if config.objective != "generative":
         raise ValueError(f"train_generative_judge needs objective 'generative', got {config.objective!r}")
-    data = load_run_data(dataclasses.replace(config, objective="pairwise"), None, None, None, None, None, None)
+    # read as preference pairs: the generative-only settings go with the objective (they would not validate)
+    as_pairs = dataclasses.replace(config, objective="pairwise", swap_consistency=0.0, judge_mode="pairwise")
+    data = load_run_data(as_pairs, None, None, None, None, None, None)
     return train_reward_model(config, pairs=judge_format(data.train), eval_pairs=judge_format(data.held_out),
                               callbacks=callbacks, quiet=quiet)

@@ -25,8 +25,9 @@ class GenerativeJudgeModel(torch.nn.Module):
     kind = "decoder"
     pooling = "last"
 
-    def __init__(self, backbone: Any, tokenizer: Any, source: str) -> None:
+    def __init__(self, backbone: Any, tokenizer: Any, source: str, judge_mode: str = "pairwise") -> None:
         super().__init__()
+        self.judge_mode = judge_mode
         self.backbone = backbone
         self.head = torch.nn.ModuleDict()  # the engine's head/body split: every parameter here is the body
         self.tokenizer = tokenizer
@@ -36,15 +37,17 @@ class GenerativeJudgeModel(torch.nn.Module):
         self.pad_token_id = pad_token_id_of(tokenizer, backbone.config)
 
     @classmethod
-    def from_backbone(cls, backbone: str, *, torch_dtype: Any = None) -> GenerativeJudgeModel:
-        """The causal LM in folder `backbone` (or a hub id), in training mode, weights in `torch_dtype`."""
+    def from_backbone(cls, backbone: str, *, torch_dtype: Any = None,
+                      judge_mode: str = "pairwise") -> GenerativeJudgeModel:
+        """The causal LM in folder `backbone` (or a hub id), in training mode, weights in `torch_dtype`, trained to
+        answer as a `judge_mode` judge."""
         folder = resolve_backbone(backbone)
         if not (Path(folder) / "config.json").is_file():
             raise ValueError(f"backbone {backbone!r}: objective 'generative' needs a causal-LM folder with config.json "
                              "(for SmolLM2, pass rewardlab.rewards.verdict.smollm2_backbone() or --backbone smollm2)")
         model, tokenizer = load_causal_lm(folder, torch_dtype=torch_dtype or "float32")
         model.train()
-        return cls(model, tokenizer, backbone)
+        return cls(model, tokenizer, backbone, judge_mode)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int = 0) -> torch.Tensor:
         """Next-token logits of the last `keep` positions (0: all), `[batch, keep, vocabulary]`; left padding is
@@ -71,7 +74,7 @@ class GenerativeJudgeModel(torch.nn.Module):
         record.pooling = None
         record.tokenizer_hash = tokenizer_hash(tokenizer)
         record.created_with = record.created_with or rewardlab_version()
-        record.intended_use = record.intended_use or "an LLM judge: load it as judge:PATH (mode pairwise)"
+        record.intended_use = record.intended_use or f"an LLM judge: load it as judge:PATH (mode {self.judge_mode})"
         record.write(folder)
         write_readme(folder, record)
         return folder

@@ -41,7 +41,7 @@ def build_model(config: TrainConfig, pooling: str) -> Any:
     if config.objective == "generative":  # a causal LM trained as a judge (train/generative.py)
         from rewardlab.train.generative_model import GenerativeJudgeModel
 
-        return GenerativeJudgeModel.from_backbone(config.backbone, torch_dtype=dtype)
+        return GenerativeJudgeModel.from_backbone(config.backbone, torch_dtype=dtype, judge_mode=config.judge_mode)
     if config.objective == "process":
         from rewardlab.models.prm import PRMModel
 
@@ -128,7 +128,7 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
         from rewardlab.train.generative import make_generative_objective
 
         return make_generative_objective(tokenizer, data, length, pad_id, device, autocast,
-                                         config.swap_consistency), False
+                                         config.swap_consistency, config.judge_mode), False
     if config.objective == "process":
         from rewardlab.train import process as step_objective
 
