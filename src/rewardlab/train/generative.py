@@ -4,18 +4,20 @@ for judge-format pairs, with the loss on the answer's tokens only.
 A judge-format pair (built by `rewardlab.rewards.verdict.judge_training_pairs`, both orders of every preference
 pair) is a `PreferencePair` whose `prompt` is the judge's conversation, `chosen` the answer to learn
 (`"…critique…\\nWinner: A"`, or the verdict line alone) and `rejected` the same line with the wrong verdict
-(`"Winner: B"`); `metadata["verdict"]` names the right one. The answer's last word is the verdict: the text before
+(`"Winner: B"`); `metadata["verdict"]` names the right one. For a `pyes` judge (`TrainConfig.judge_mode`) the
+pairs are single responses answered `Yes` or `No`, and a source pair's chosen and rejected response are its two
+examples. The answer's last word is the verdict: the text before
 it is tokenized with the rendered conversation (as the judge's logits mode renders `…Winner: `) and the verdict
 word after it, so training sees the tokens `judge:PATH` reads.
 
-The unit of training is a source pair: its two orders (`metadata["pair"]` and `metadata["order"]`, as
-`judge_training_pairs` writes them) always sit in the same micro-batch, so a batch never teaches one order without
-the other. With `swap_consistency` = c > 0 the loss adds `c · mean(((m₁ − m₂) / 2)²)` over those pairs, where `mᵢ`
-is the right verdict's logit minus the wrong one's in order i: `(m₁ − m₂) / 2` is the judge's position bias on that
-pair (the part of its verdict logit that follows the slot, not the answer), and a judge whose verdict flips with the
-order has it larger than its content margin `(m₁ + m₂) / 2`. Logged and held-out accuracy: the verdict logit beats
-the wrong verdict's at the verdict position (teacher-forced: for verdict-only answers this is the judge's logits
-mode exactly); held-out loss: the cross-entropy of the two verdicts there.
+The unit of training is a source pair: its two orders, or its two responses (`metadata["pair"]` and
+`metadata["order"]`, as `judge_training_pairs` writes them) always sit in the same micro-batch, so a batch never
+teaches one order without the other. With `swap_consistency` = c > 0 the loss adds `c · mean(((m₁ − m₂) / 2)²)` over
+those pairs, where `mᵢ` is the right verdict's logit minus the wrong one's in order i: `(m₁ − m₂) / 2` is the
+judge's position bias on that pair (the part of its verdict logit that follows the slot, not the answer), and a
+judge whose verdict flips with the order has it larger than its content margin `(m₁ + m₂) / 2`. Logged and held-out
+accuracy: the verdict logit beats the wrong verdict's at the verdict position (teacher-forced: for verdict-only
+answers this is the judge's logits mode exactly); held-out loss: the cross-entropy of the two verdicts there.
 """
 
 from __future__ import annotations
