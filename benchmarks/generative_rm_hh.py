@@ -139,7 +139,47 @@ def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tupl
         if not clock.is_file():
             clock.write_text(json.dumps({"seconds": round(seconds, 1), "load_average": os.getloadavg()[0]}))
     results = [next(iter(json.loads((folder / "metrics.json").read_text())["rewards"].values())) for folder in parts]
-    return merge(results), max(json.loads((folder / "wall_seconds.json").read_text())["seconds"] for folder in parts)
+    seconds = max(json.loads((folder / "wall_seconds.json").read_text())["seconds"] for folder in parts)
+    return {**merge(results), "length": length_fields(parts)}, seconds
+
+
+def scored_pairs(parts: list[Path]) -> list[dict[str, Any]]:
+    """Every pair's lengths (words) and the judge's two scores, from the slices' scores.jsonl."""
+    rows = []
+    for folder in parts:
+        for line in (folder / "scores.jsonl").read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            (scores,) = [v for v in record.values() if isinstance(v, dict)]  # the one reward's chosen / rejected
+            rows.append({"chosen_length": record["chosen_length"], "rejected_length": record["rejected_length"],
+                         "chosen": scores.get("chosen"), "rejected": scores.get("rejected")})
+    return rows
+
+
+def length_fields(parts: list[Path]) -> dict[str, Any]:
+    """How far a judge's scores follow length (`rewardlab.evaluate.metrics.length_bias`, lengths in words): its
+    accuracy where the chosen response is the shorter and where it is the longer, and Spearman's rho of score and
+    length over every response; its gain over picking the shorter response, pair by pair (mean and standard error of
+    the paired difference); and that rule's accuracy on the same pairs."""
+    from rewardlab.evaluate.metrics import length_bias, pairwise_accuracy
+
+    rows = scored_pairs(parts)
+    bias = length_bias([r["chosen"] for r in rows], [r["rejected"] for r in rows],
+                       [r["chosen_length"] for r in rows], [r["rejected_length"] for r in rows])
+    shorter = pairwise_accuracy([-r["chosen_length"] for r in rows], [-r["rejected_length"] for r in rows])
+
+    def points(chosen: Any, rejected: Any) -> float:  # a pair's share of the accuracy: 1, ½ for a tie, 0
+        return 0.5 if chosen == rejected else float(chosen > rejected)
+
+    # paired, pair by pair: the judge's point minus the shorter-wins rule's, its mean and standard error
+    gains = [points(r["chosen"], r["rejected"]) - points(-r["chosen_length"], -r["rejected_length"]) for r in rows
+             if r["chosen"] is not None and r["rejected"] is not None]
+    mean = sum(gains) / len(gains) if gains else None
+    spread = (math.sqrt(sum((g - mean) ** 2 for g in gains) / (len(gains) - 1) / len(gains))
+              if mean is not None and len(gains) > 1 else None)
+    return {"accuracy_chosen_shorter": bias["chosen_shorter"]["accuracy"],
+            "accuracy_chosen_longer": bias["chosen_longer"]["accuracy"],
+            "spearman_score_length": bias["spearman_reward_length"], "gain_over_shorter_wins": mean,
+            "gain_over_shorter_wins_se": spread, "shorter_wins_accuracy": shorter.accuracy}
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -163,10 +203,12 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
     """The table's row of one judge: accuracy ± standard error, position consistency, first-position rate."""
     accuracy, n = result.get("pairwise_accuracy"), int(result.get("n_pairs") or 0)
     consistency = result.get("position_consistency") or {}
+    length = {k: v for k, v in (result.get("length") or {}).items() if k != "shorter_wins_accuracy"}
     return {"pairwise_accuracy": accuracy, "standard_error": math.sqrt(accuracy * (1 - accuracy) / n) if n else None,
             "n_pairs": n, "errors": (result.get("errors") or {}).get("n"),
             "position_consistency": consistency.get("consistency"),
-            "first_position_rate": consistency.get("first_position_rate"), "eval_seconds": round(seconds, 1)}
+            "first_position_rate": consistency.get("first_position_rate"), **length,
+            "eval_seconds": round(seconds, 1)}
 
 
 def model_flops(base: str, metrics: dict[str, Any], lora: bool = False) -> tuple[float, float]:
@@ -238,18 +280,14 @@ def main() -> int:
     out = RESULTS / results_file
 
     summary["table"] = {}
+    earlier = json.loads(out.read_text()) if out.is_file() else {}
+    same = bool(earlier) and {k: earlier.get(k, HEAD_CUT if k == "prompt_cut" else None) for k in KEEP} == {
+        k: summary[k] for k in KEEP}
     if args.reuse_before and args.phase == "all":
-        earlier = json.loads(out.read_text())
-        same = {k: earlier.get(k, HEAD_CUT if k == "prompt_cut" else None) for k in KEEP} == {
-            k: summary[k] for k in KEEP}
         if not same:
             raise SystemExit(f"--reuse-before: {out} measured other rows, options, template or prompt cut; run "
                              "without it")
         summary["table"][f"{name}, before"] = earlier["table"][f"{name}, before"]
-        for label, measured in earlier["table"].items():  # earlier trainings' rows stay beside this one
-            if label.startswith(f"{name}, after"):
-                summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
-        summary["earlier_trainings"] = [*earlier.get("earlier_trainings", []), earlier.get("training")]
     elif args.phase in ("all", "before"):
         before, seconds = run_eval({f"judge:{base}": options}, args.rows, args.output / "eval-before", args.shards)
         summary["table"][f"{name}, before"] = row(before, seconds)
@@ -257,6 +295,10 @@ def main() -> int:
         if args.phase == "before":
             return 0
 
+    if same and args.phase == "all":  # earlier trainings' rows, measured the same way, stay beside this one
+        for label, measured in earlier["table"].items():
+            if label.startswith(f"{name}, after"):
+                summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
     pairs, _ = read_pairs(str(DATA), limit=1500)
     judge = (PairwiseJudge if args.judge_mode == "pairwise" else JudgeReward)(base, **options)
     train = judge_training_pairs(pairs[: args.train_pairs], judge)
@@ -299,11 +341,16 @@ def main() -> int:
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
                                                "bf16"))
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
-    if out.is_file():  # earlier runs' history stays beside the new table
-        earlier = json.loads(out.read_text())
+    summary["table"]["the shorter response wins (no model), the same pairs"] = {
+        "pairwise_accuracy": after["length"]["shorter_wins_accuracy"], "n_pairs": after["n_pairs"]}
+    if earlier:  # earlier runs' history stays beside the new table
         cut = earlier.get("prompt_cut", HEAD_CUT)
         summary.update({k: v for k, v in earlier.items()
                         if k == "earlier_tables" or (k.startswith("earlier") and cut == PROMPT_CUT)})
+        if same:  # the trainings whose rows this table keeps, each once
+            trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
+            summary["earlier_trainings"] = [t for k, t in enumerate(trainings)
+                                            if t and t != summary["training"] and t not in trainings[:k]]
         if cut != PROMPT_CUT:  # measured with another prompt cut: kept, apart
             summary["earlier_tables"] = [*earlier.get("earlier_tables", []), {
                 "prompt_cut": cut, "table": earlier["table"],
