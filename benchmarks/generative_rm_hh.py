@@ -223,7 +223,9 @@ def model_flops(base: str, metrics: dict[str, Any], lora: bool = False) -> tuple
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base))
     params = matmul_params(model)
-    tokens = float(metrics["train"]["mean_tokens"]) * int(metrics["train"]["examples"])
+    # the tokens the run trained on, every epoch (a pass is examples x mean tokens)
+    tokens = float(metrics.get("train_tokens") or float(metrics["train"]["mean_tokens"])
+                   * int(metrics["train"]["examples"]) * float(metrics.get("epochs") or 1.0))
     passes = 2 if lora else 1  # the forward, and with LoRA the backward through every frozen weight
     train = passes * forward_flops(params, round(tokens)) + 4.0 * int(metrics["trainable_parameters"]) * tokens
     return train, 2 * forward_flops(params, round(float(metrics["train"]["mean_tokens"])))
