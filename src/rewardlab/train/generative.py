@@ -4,11 +4,11 @@ for judge-format pairs, with the loss on the answer's tokens only.
 A judge-format pair (built by `rewardlab.rewards.verdict.judge_training_pairs`, both orders of every preference
 pair) is a `PreferencePair` whose `prompt` is the judge's conversation, `chosen` the answer to learn
 (`"…critique…\\nWinner: A"`, or the verdict line alone) and `rejected` the same line with the wrong verdict
-(`"Winner: B"`); `metadata["verdict"]` names the right one. For a `pyes` judge (`TrainConfig.judge_mode`) the
-pairs are single responses answered `Yes` or `No`, and a source pair's chosen and rejected response are its two
-examples. The answer's last word is the verdict: the text before
-it is tokenized with the rendered conversation (as the judge's logits mode renders `…Winner: `) and the verdict
-word after it, so training sees the tokens `judge:PATH` reads.
+(`"Winner: B"`); `metadata["verdict"]` names the right one. For a `pyes` judge (`TrainConfig.judge_mode`) the pairs
+are single responses answered `Yes` or `No`, and a source pair's chosen and rejected response are its two examples.
+The answer's last word is the verdict: the text before it is tokenized with the rendered conversation (as the
+judge's logits mode renders `…Winner: `) and the verdict word after it, so training sees the tokens `judge:PATH`
+reads.
 
 The unit of training is a source pair: its two orders, or its two responses (`metadata["pair"]` and
 `metadata["order"]`, as `judge_training_pairs` writes them) always sit in the same micro-batch, so a batch never
