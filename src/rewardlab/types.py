@@ -654,6 +654,11 @@ class Reward(ABC):
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+#: The judge modes a generative judge is trained to answer in, and each one's verdict words (the chosen response's
+#: first): read by `rewardlab.rewards.verdict` (building the training data) and `rewardlab.train` (checking it).
+JUDGE_VERDICTS: dict[str, tuple[str, str]] = {"pairwise": ("A", "B"), "pyes": ("Yes", "No")}
+
+
 @runtime_checkable
 class PairwiseComparer(Protocol):
     """The one judge interface for pairs: `compare_pairs([(prompt, first, second), ...])` → P(first ≻ second).

@@ -25,15 +25,13 @@ from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import smollm2_folder
 from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
 from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
-from rewardlab.types import PreferencePair, Reward, Sample, Score
+from rewardlab.types import JUDGE_VERDICTS, PreferencePair, Reward, Sample, Score
 
-__all__ = ["JUDGE_VERDICTS", "VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs",
-           "resolve_judge_backbone", "smollm2_backbone"]
+__all__ = ["VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs", "resolve_judge_backbone",
+           "smollm2_backbone"]
 
 _VALUES = {"pairwise": {"a": 1.0, "b": 0.0, "tie": 0.5}, "yesno": {"yes": 1.0, "no": 0.0}}
 ORDERS = ("chosen_first", "chosen_second")
-#: The judge modes a generative judge is trained for, and their (right-for-the-chosen, other) verdict words.
-JUDGE_VERDICTS = {"pairwise": ("A", "B"), "pyes": ("Yes", "No")}
 
 
 def smollm2_backbone() -> str:

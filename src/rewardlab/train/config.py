@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewardlab.train.presets import PRESETS
+from rewardlab.types import JUDGE_VERDICTS
 
 if TYPE_CHECKING:
     from rewardlab.train.losses import PairwiseLoss
@@ -17,7 +18,7 @@ SCHEDULERS = ("cosine", "linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
 WEIGHTS_DTYPES = ("fp32", "bf16")
 OBJECTIVES = ("pairwise", "ranked", "rating", "quantile", "ordinal", "process", "generative")
-JUDGE_MODES = ("pairwise", "pyes")  # rewardlab.rewards.verdict.JUDGE_VERDICTS (kept light: no judge import here)
+JUDGE_MODES = tuple(JUDGE_VERDICTS)  # the modes a generative judge is trained for
 RATED_OBJECTIVES = ("rating", "quantile", "ordinal")  # trained on rated lists (a numeric score per response)
 TRACKERS = ("jsonl", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 OPTIMIZERS = ("auto", "fused", "foreach", "for-loop")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewardlab.train.objectives import BatchLoss
 from rewardlab.train.pairs import Autocast
-from rewardlab.types import PreferencePair
+from rewardlab.types import JUDGE_VERDICTS, PreferencePair
 
 if TYPE_CHECKING:
     import torch
@@ -273,8 +273,6 @@ def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pa
                               judge_mode: str = "pairwise") -> GenerativeObjective:
     """The generative objective over a run's judge-format pairs (training and held-out), whose verdicts must be
     `judge_mode`'s (the model card says which mode the judge answers in)."""
-    from rewardlab.rewards.verdict import JUDGE_VERDICTS
-
     for pair in [*data.train, *data.held_out]:
         verdict = pair.metadata.get("verdict") if isinstance(pair.metadata, dict) else None
         if verdict is not None and verdict not in JUDGE_VERDICTS[judge_mode]:
