@@ -260,7 +260,7 @@ def main() -> int:
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
         return 0
     from rewardlab.progress import TrainingBar
-    from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
+    from rewardlab.rewards.judge import judge as make_judge
     from rewardlab.rewards.verdict import judge_training_pairs, smollm2_backbone
     from rewardlab.train.config import TrainConfig
     from rewardlab.train.run_data import read_pairs
@@ -302,7 +302,7 @@ def main() -> int:
             if label.startswith(f"{name}, after"):
                 summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
     pairs, _ = read_pairs(str(DATA), limit=1500)
-    judge = (PairwiseJudge if args.judge_mode == "pairwise" else JudgeReward)(base, **options)
+    judge = make_judge(base, **options)
     train = judge_training_pairs(pairs[: args.train_pairs], judge)
     judge_dir = args.output / "judge"
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it

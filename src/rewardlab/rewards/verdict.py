@@ -25,6 +25,7 @@ from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import smollm2_folder
 from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
 from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
+from rewardlab.rewards.judge import judge as make_judge
 from rewardlab.types import JUDGE_VERDICTS, PreferencePair, Reward, Sample, Score
 
 __all__ = ["VerdictReward", "distill_critiques", "judge_formatter", "judge_training_pairs", "resolve_judge_backbone",
@@ -185,8 +186,7 @@ def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_option
     mode = judge_options.pop("mode", "pairwise")
     if mode not in JUDGE_VERDICTS:
         raise ValueError(f"a generative judge is trained for mode {' or '.join(JUDGE_VERDICTS)}, got {mode!r}")
-    judge = (PairwiseJudge if mode == "pairwise" else JudgeReward)(resolve_judge_backbone(backbone), mode=mode,
-                                                                   **judge_options)
+    judge = make_judge(resolve_judge_backbone(backbone), mode=mode, **judge_options)
     mentor = None
     if teacher is not None:
         if mode != "pairwise":
