@@ -259,6 +259,7 @@ def main() -> int:
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
         return 0
+    from rewardlab.machine import auto_dtype, cpu_info
     from rewardlab.progress import TrainingBar
     from rewardlab.rewards.judge import judge as make_judge
     from rewardlab.rewards.verdict import judge_training_pairs, smollm2_backbone
@@ -271,13 +272,16 @@ def main() -> int:
     template = args.output / f"{args.judge_mode}-compact.txt"
     template.write_text(text, encoding="utf-8")
     base = smollm2_backbone()
-    options = {"mode": args.judge_mode, "scoring": "logits", "precision": "bf16", "batch_size": 8,
+    # the judges are scored in bf16 where it is native and fast here (every recorded row), else in exact fp32; the
+    # precision is one of the options a reused row must share
+    precision = auto_dtype("cpu")[0]
+    options = {"mode": args.judge_mode, "scoring": "logits", "precision": precision, "batch_size": 8,
                "max_chars": args.max_chars, "template": str(template)}
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
                                "template": text, "prompt_cut": PROMPT_CUT,
                                "command": " ".join(["benchmarks/generative_rm_hh.py", *sys.argv[1:]]),
-                               "machine": "2-core AMD EPYC with avx512_bf16 (load average "
+                               "machine": f"{cpu_info().describe()} (load average "
                                           f"{os.getloadavg()[0]:.0f} when the table was written)", **machine_record()}
     out = RESULTS / results_file
 
@@ -341,7 +345,7 @@ def main() -> int:
     for measured in summary["table"].values():  # every scored pair: two forward passes (both orders)
         if measured.get("eval_seconds"):
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
-                                               "bf16"))
+                                               precision))
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
     summary["table"]["the shorter response wins (no model), the same pairs"] = {
         "pairwise_accuracy": after["length"]["shorter_wins_accuracy"], "n_pairs": after["n_pairs"]}

@@ -145,3 +145,20 @@ def test_the_shared_prefix_is_common_maximal_and_leaves_each_row_a_token(rows: l
         return
     assert all(r[:k] == rows[0][:k] and len(r) > k for r in rows)
     assert k == min(len(r) for r in rows) - 1 or len({r[k] for r in rows}) > 1
+
+
+def test_auto_precision_follows_the_machine_rule(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `auto` computes in bf16 only where the one measured rule says bf16 is native and fast, and says which it used
+    import rewardlab.rewards._judge_local as local
+    from rewardlab import machine
+
+    monkeypatch.setenv(machine.BF16_ENV, "off")  # the real rule, on a machine counted as without native bf16
+    auto = HFBackend(model, batch_size=2, precision="auto", prefix_cache=False)
+    exact = HFBackend(model, batch_size=2, prefix_cache=False)
+    assert not auto.bf16() and auto.describe()["precision"] == "fp32" == exact.describe()["precision"]
+    texts = [auto.render(c) for c in conversations(2)]
+    assert bool((auto._last_logits(texts)[0] == exact._last_logits(texts)[0]).all())
+    monkeypatch.setattr(local, "native_bf16", lambda device: True)  # a machine where bf16 is native and fast
+    assert auto.bf16() and auto.describe()["precision"] == "bf16" and not exact.bf16()
+    with pytest.raises(ValueError, match="fp32, bf16, auto"):
+        HFBackend(model, precision="fp16")

@@ -23,6 +23,7 @@ from rewardlab.rewards._judge_backends import (
     sample_seed,
     smollm2_folder,
 )
+from rewardlab.rewards.model import PRECISIONS, native_bf16
 
 #: A shared prefix shorter than this many tokens is not worth a separate forward pass.
 MIN_PREFIX_TOKENS = 8
@@ -80,7 +81,8 @@ def _float32_head(model: Any, out: Any, rounded: Any) -> Any:
 
 class HFBackend:
     """A local Hugging Face causal LM (folder path): batched greedy or seeded sampled generation and next-token
-    probabilities; `precision` `bf16` runs forward passes under bfloat16 autocast; `prefix_cache` runs the rows'
+    probabilities; `precision` `bf16` runs forward passes under bfloat16 autocast (`auto`: where this device computes
+    bf16 natively and fast, by rewardlab.machine's one measured rule; else fp32); `prefix_cache` runs the rows'
     common token prefix once per batch and reuses its keys and values (same answers, fewer FLOPs)."""
 
     def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 8, precision: str = "fp32",
@@ -91,8 +93,8 @@ class HFBackend:
         folder = Path(path).expanduser()
         if not (folder / "config.json").is_file():
             raise ValueError(f"judge: {path!r} is not a Hugging Face model folder (no config.json)")
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.path = str(folder)
@@ -120,8 +122,13 @@ class HFBackend:
 
     def describe(self) -> dict[str, Any]:
         """What identifies this judge's answers: the model folder and how it runs (the prefix cache changes none)."""
-        return {"kind": "hf", "path": self.path, "sha256": model_files_sha256(self.path), "precision": self.precision,
-                "max_length": self.max_length}
+        return {"kind": "hf", "path": self.path, "sha256": model_files_sha256(self.path),
+                "precision": "bf16" if self.bf16() else "fp32", "max_length": self.max_length}
+
+    def bf16(self) -> bool:
+        """Whether forward passes run under bf16 autocast: `precision` bf16, or `auto` on a device where bf16 is
+        native and fast (measured once per process)."""
+        return self.precision == "bf16" or (self.precision == "auto" and native_bf16(self.device))
 
     def close(self) -> None:
         """Free the model and the prefix cache (reloaded on next use)."""
@@ -167,7 +174,7 @@ class HFBackend:
 
         import torch
 
-        if self.precision == "bf16":
+        if self.bf16():
             return torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
@@ -241,7 +248,7 @@ class HFBackend:
         options: dict[str, Any] = {}
         if "logits_to_keep" in inspect.signature(model.forward).parameters:
             options["logits_to_keep"] = 1  # the head only at the last position
-        exact = self.precision == "bf16"
+        exact = self.bf16()
         if exact:
             options["output_hidden_states"] = True
         with torch.no_grad(), self._autocast():
