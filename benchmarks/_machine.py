@@ -87,6 +87,12 @@ def describe() -> str:
     return machine().describe()
 
 
+def measured_on(circumstances: str = "") -> str:
+    """"measured on a 2-core AMD EPYC (x86_64), bf16 native (avx512_bf16)" then `circumstances`: a results note that
+    names the CPU this run read from its flags, never an assumed one."""
+    return f"measured on a {cpu_info().describe()}" + (f"; {circumstances}" if circumstances else "")
+
+
 def threads_label(threads: int) -> str:
     """The `threads` key ("1" or "all") whose peak a run on `threads` torch threads is measured against."""
     return "1" if threads == 1 else "all"

@@ -34,14 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_record
+from _machine import machine_record, measured_on
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULT = ROOT / "benchmarks" / "results" / "curate_hh.json"
 VARIANTS = ("raw", "curated", "curated_bt")
-NOTE = ("measured on a 2-core AMD EPYC with avx512_bf16 with other work running; accuracies do not depend on the "
-        "load, times do")
+NOTE = measured_on("with other work running; accuracies do not depend on the load, times do")
 
 
 def run(task: tuple[str, str, list[Any], list[Any], dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:

@@ -31,13 +31,13 @@ DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
 RESULTS = ROOT / "benchmarks" / "results"
 
 JUDGES: dict[str, dict[str, Any]] = {
-    "judge pyes": {"judge:smollm2": {"mode": "pyes", "precision": "bf16", "batch_size": 8}},
+    "judge pyes": {"judge:smollm2": {"mode": "pyes", "precision": "auto", "batch_size": 8}},
     "judge pointwise (expected score)": {"judge:smollm2": {"mode": "pointwise", "scoring": "logits",
-                                                           "precision": "bf16", "batch_size": 8}},
+                                                           "precision": "auto", "batch_size": 8}},
     "judge pairwise (both orders)": {"judge:smollm2": {"mode": "pairwise", "scoring": "logits",
-                                                       "precision": "bf16", "batch_size": 8}},
+                                                       "precision": "auto", "batch_size": 8}},
 }
-TEXT_JUDGE = {"judge:smollm2": {"mode": "pointwise", "scoring": "text", "precision": "bf16", "batch_size": 8,
+TEXT_JUDGE = {"judge:smollm2": {"mode": "pointwise", "scoring": "text", "precision": "auto", "batch_size": 8,
                                 "max_new_tokens": 96}}
 
 

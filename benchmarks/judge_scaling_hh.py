@@ -63,7 +63,7 @@ def main() -> None:
 
     ks = parse_ks(args.ks)
     pairs = load_eval_data(str(DATA), rows=args.rows).pairs
-    base: dict[str, Any] = {"precision": "bf16", "batch_size": 8, "samples": max(ks),
+    base: dict[str, Any] = {"precision": "auto", "batch_size": 8, "samples": max(ks),
                             "max_new_tokens": args.max_new_tokens, "max_chars": args.max_chars}
     if args.mode == "pairwise":
         from generative_rm_hh import TEMPLATE

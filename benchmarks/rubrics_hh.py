@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _machine import Stopwatch, machine_record
+from _machine import Stopwatch, machine_record, measured_on
 from rewardlab.data.preference import load_preferences
 from rewardlab.progress import progress_bar
 from rewardlab.rewards.rubrics import (
@@ -47,7 +47,7 @@ SEED = [("discourages_harm", "Does the response refuse or discourage a harmful o
         ("polite", "Is the response polite?", 1.0),
         ("answers_question", "Does the response answer the question that was asked?", 1.0),
         ("detailed", "Is the response longer than one sentence?", 1.0)]
-JUDGE = {"judge:smollm2": {"scoring": "logits", "precision": "bf16", "batch_size": 8, "max_new_tokens": 96,
+JUDGE = {"judge:smollm2": {"scoring": "logits", "precision": "auto", "batch_size": 8, "max_new_tokens": 96,
                            "max_chars": 1000}}
 
 
@@ -125,7 +125,7 @@ def main() -> int:
         "validation_per_criterion": {c.name: c.validation for c in validated.criteria}
         | {d["name"]: d.get("validation") for d in report["dropped"]},
         "generate_seconds": round(generate_seconds, 1), "validate_seconds": round(validate_seconds, 1),
-        **machine_record(), "note": "measured on a 2-core AMD EPYC with avx512_bf16 with other work running",
+        **machine_record(), "note": measured_on("with other work running"),
     }
     summary["test_generated"] = held_out(judge, rubric, test, "generated rubric", args.quiet)
     if validated.criteria:

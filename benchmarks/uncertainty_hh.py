@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_record
+from _machine import machine_record, measured_on
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hh-rlhf-harmless-1800.jsonl.gz"
@@ -97,7 +97,7 @@ def main() -> int:
     rows: dict[str, dict[str, Any]] = {}
     result = {"data": "hh-rlhf-harmless-1800 rows 1500:1800 (train: rows 0:1500)", "steps_per_member": args.steps,
               "preset": "fast", "members": len(members), "rows": rows, "machine": machine_record(),
-              "note": "measured on a 2-core AMD EPYC with avx512_bf16 with other work running"}
+              "note": measured_on("with other work running")}
     RESULTS.mkdir(parents=True, exist_ok=True)
     for name, spec in specs.items():  # the file is rewritten after each row: a cut run keeps what it measured
         rows[name] = measure(spec)
