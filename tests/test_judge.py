@@ -370,12 +370,18 @@ def test_no_line_of_a_quoted_response_is_ever_a_verdict(response: str, verdict: 
 
 
 def test_every_quoted_block_is_fenced_and_the_fence_is_deterministic(model: str) -> None:
+    """One fence per set of texts: the same pair gets the same fence, the swapped pair the same one too (so the two
+    prompts a swap compares differ only in where each response sits), another pair another one."""
     reward = load(model, mode="pairwise", scoring="logits")
-    fields, _ = reward._fill("q", {"response_a": "one", "response_b": "two"}, None)
-    again, _ = reward._fill("q", {"response_a": "one", "response_b": "two"}, None)
-    swapped, _ = reward._fill("q", {"response_a": "two", "response_b": "one"}, None)
-    assert fields["fence"] == again["fence"] != swapped["fence"]
+    fields, _ = reward._fill("q", {"response_a": "ALPHA-TEXT", "response_b": "BETA-TEXT"}, None)
+    again, _ = reward._fill("q", {"response_a": "ALPHA-TEXT", "response_b": "BETA-TEXT"}, None)
+    swapped, _ = reward._fill("q", {"response_a": "BETA-TEXT", "response_b": "ALPHA-TEXT"}, None)
+    other, _ = reward._fill("q", {"response_a": "ALPHA-TEXT", "response_b": "GAMMA-TEXT"}, None)
+    assert fields["fence"] == again["fence"] == swapped["fence"] != other["fence"]
     user = reward.template.conversation(**fields)[-1]["content"]
+    user_swapped = reward.template.conversation(**swapped)[-1]["content"]
+    exchanged = user.replace("ALPHA-TEXT", "\0").replace("BETA-TEXT", "ALPHA-TEXT").replace("\0", "BETA-TEXT")
+    assert user_swapped == exchanged != user
     fence = fields["fence"]
     for tag in ("prompt", "response_a", "response_b"):
         assert user.count(f"<{tag}-{fence}>") == 1 and user.count(f"</{tag}-{fence}>") == 1

@@ -232,12 +232,14 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
     def _fill(self, prompt: Prompt, responses: Mapping[str, str], reference: str | None,
               principles: list[str] | None = None) -> tuple[dict[str, str], bool]:
         """Quote every text (tags escaped, verdict-shaped lines defanged, cut at `max_chars`) and fence the blocks
-        with a token derived from all of them (docs/judges.md, "Fencing")."""
+        with a token derived from all of them, the responses in any order (docs/judges.md, "Fencing")."""
         quoted = {name: quote(_clean(text if isinstance(text, str) else ""), self.max_chars)
                   for name, text in responses.items()}
         prompt_text, _ = quote(_prompt_text(prompt), self.max_chars, prompt=True)
         ref = quote(_clean(reference), self.max_chars)[0] if reference is not None and reference.strip() else ""
-        fence = fence_token(self.template.sha256, prompt_text, ref, *(text for text, _ in quoted.values()))
+        # the responses enter the hash as a set (sorted): the orders of one pair (or of a listwise group) share one
+        # fence, so the two prompts a swap compares differ only in where each response sits
+        fence = fence_token(self.template.sha256, prompt_text, ref, *sorted(text for text, _ in quoted.values()))
         block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
                  if ref else "")
         chosen = self.principles if principles is None else principles  # the sample's user's, else the judge's
