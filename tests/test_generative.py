@@ -127,7 +127,10 @@ def _config(lm: str, output: Path, **options: Any) -> TrainConfig:
 def test_a_trained_judge_prefers_the_better_response_in_both_orders(lm: str, tmp_path: Path) -> None:
     judge = _judge(lm, scoring="logits")
     rows = judge_training_pairs(PAIRS, judge)
-    result = train_reward_model(_config(lm, tmp_path / "judge", max_steps=80), pairs=rows, eval_pairs=rows)
+    # every pair holds the same two texts, and a pair's two orders share one fence: only where "good" sits tells the
+    # verdict, so nothing but binding the verdict to the slot fits these rows (80 steps did while the fence, hashed
+    # in order, let each order be memorised by its own fence tokens)
+    result = train_reward_model(_config(lm, tmp_path / "judge", max_steps=160), pairs=rows, eval_pairs=rows)
     assert result.metrics["eval_accuracy"] == 1.0  # the verdict logit beats the wrong one for every held-out row
     card = ModelCard.read(tmp_path / "judge")
     assert card.layout == GENERATIVE_LAYOUT and card.training_config is not None
