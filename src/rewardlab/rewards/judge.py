@@ -237,8 +237,7 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
                   for name, text in responses.items()}
         prompt_text, _ = quote(_prompt_text(prompt), self.max_chars, prompt=True)
         ref = quote(_clean(reference), self.max_chars)[0] if reference is not None and reference.strip() else ""
-        # the responses enter the hash as a set (sorted): the orders of one pair (or of a listwise group) share one
-        # fence, so the two prompts a swap compares differ only in where each response sits
+        # the responses as a set (sorted): a pair's two orders share one fence, and differ only in where each sits
         fence = fence_token(self.template.sha256, prompt_text, ref, *sorted(text for text, _ in quoted.values()))
         block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
                  if ref else "")
