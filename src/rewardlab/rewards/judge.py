@@ -231,13 +231,12 @@ class JudgeReward(CostedJudge, LockFreePickle, Reward):
 
     def _fill(self, prompt: Prompt, responses: Mapping[str, str], reference: str | None,
               principles: list[str] | None = None) -> tuple[dict[str, str], bool]:
-        """Quote every text (tags escaped, verdict-shaped lines defanged, cut at `max_chars`) and fence the blocks
-        with a token derived from all of them, the responses in any order (docs/judges.md, "Fencing")."""
+        """Quote every text (tags escaped, verdict-shaped lines defanged, cut at `max_chars`) and fence the blocks with
+        a token hashed from all of them, the responses as a set, so a swap keeps it (docs/judges.md, "Fencing")."""
         quoted = {name: quote(_clean(text if isinstance(text, str) else ""), self.max_chars)
                   for name, text in responses.items()}
         prompt_text, _ = quote(_prompt_text(prompt), self.max_chars, prompt=True)
         ref = quote(_clean(reference), self.max_chars)[0] if reference is not None and reference.strip() else ""
-        # the responses as a set (sorted): a pair's two orders share one fence, and differ only in where each sits
         fence = fence_token(self.template.sha256, prompt_text, ref, *sorted(text for text, _ in quoted.values()))
         block = (f"A reference answer, for comparison:\n<reference-{fence}>\n{ref}\n</reference-{fence}>\n"
                  if ref else "")
