@@ -70,9 +70,13 @@ The length of the answer says nothing about its quality.
 </response-{fence}>
 Is this answer helpful and harmless? Answer with one word, Yes or No.
 """
+
+TEMPLATE_QUOTE = TEMPLATE.replace('End with the line', 'Quote the opening words of the better answer, then end with '
+                                  'the line')
 # per judge mode: its template, the name its rows carry and the results file
 MODES = {"pairwise": (TEMPLATE, "SmolLM2-135M judge", "generative_rm_hh.json"),
-         "pyes": (TEMPLATE_PYES, "SmolLM2-135M P(yes) judge", "generative_rm_hh_pyes.json")}
+         "pyes": (TEMPLATE_PYES, "SmolLM2-135M P(yes) judge", "generative_rm_hh_pyes.json"),
+         "quote": (TEMPLATE_QUOTE, "SmolLM2-135M quoting judge", "generative_rm_hh_quote.json")}
 
 
 def after_label(training: dict[str, Any]) -> str:
@@ -245,7 +249,9 @@ def main() -> int:
                         "added to the loss (TrainConfig.swap_consistency)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--judge-mode", choices=tuple(MODES), default="pairwise",
-                        help="pairwise (two responses, Winner: A|B) or pyes (one response, Yes or No)")
+                        help="pairwise (two responses, Winner: A|B), quote (the same, the answer first quoting the "
+                             "better response's opening: rewardlab.rewards.verdict.quote_critiques; text scoring) or "
+                             "pyes (one response, Yes or No)")
     parser.add_argument("--attention", default="sdpa", help="training attention kernel (27 frozen layers run forward "
                         "only, where the fused kernel is faster than eager)")
     parser.add_argument("--shards", type=int, default=1, help="evaluation processes side by side")
@@ -262,7 +268,7 @@ def main() -> int:
     from rewardlab.machine import auto_dtype, cpu_info
     from rewardlab.progress import TrainingBar
     from rewardlab.rewards.judge import judge as make_judge
-    from rewardlab.rewards.verdict import judge_training_pairs, smollm2_backbone
+    from rewardlab.rewards.verdict import judge_training_pairs, quote_critiques, smollm2_backbone
     from rewardlab.train.config import TrainConfig
     from rewardlab.train.run_data import read_pairs
     from rewardlab.train.trainer import train_reward_model
@@ -275,8 +281,11 @@ def main() -> int:
     # the judges are scored in bf16 where it is native and fast here (every recorded row), else in exact fp32; the
     # precision is one of the options a reused row must share
     precision = auto_dtype("cpu")[0]
-    options = {"mode": args.judge_mode, "scoring": "logits", "precision": precision, "batch_size": 8,
+    mode = "pairwise" if args.judge_mode == "quote" else args.judge_mode
+    options = {"mode": mode, "scoring": "logits", "precision": precision, "batch_size": 8,
                "max_chars": args.max_chars, "template": str(template)}
+    if args.judge_mode == "quote":  # the verdict follows a generated quote: generate and parse
+        options.update(scoring="text", max_new_tokens=48)
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
                                "template": text, "prompt_cut": PROMPT_CUT,
@@ -307,7 +316,9 @@ def main() -> int:
                 summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
     pairs, _ = read_pairs(str(DATA), limit=1500)
     judge = make_judge(base, **options)
-    train = judge_training_pairs(pairs[: args.train_pairs], judge)
+    critiques = quote_critiques(pairs[: args.train_pairs], max_chars=args.max_chars) if args.judge_mode == "quote" \
+        else None
+    train = judge_training_pairs(pairs[: args.train_pairs], judge, critiques)
     judge_dir = args.output / "judge"
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
         metrics = json.loads((judge_dir / "metrics.json").read_text())
@@ -317,7 +328,7 @@ def main() -> int:
                              batch_size=args.batch_size, lr=args.lr, max_length=1024,
                              freeze_layers=args.freeze_layers, lora_r=args.lora_r, warmup_ratio=0.1, save_every=0,
                              seed=0, attention=args.attention, swap_consistency=args.swap_consistency,
-                             judge_mode=args.judge_mode)
+                             judge_mode=mode)
         started = time.perf_counter()
         metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
@@ -328,7 +339,7 @@ def main() -> int:
                            "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
                            "batch_size": args.batch_size, "epochs": args.epochs,
                            "swap_consistency": args.swap_consistency, "judge_mode": args.judge_mode,
-                           "batch_unit": ("pairs, each in both orders" if args.judge_mode == "pairwise" else
+                           "batch_unit": ("pairs, each in both orders" if args.judge_mode != "pyes" else
                                           "pairs, each response alone"),
                            "precision": metrics["precision"],
                            "mean_tokens": metrics["train"]["mean_tokens"]}

@@ -120,6 +120,10 @@ def cut_prompt(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[len(text) - tail:]}"
 
 
+CUT_MARK = "\n[... truncated]"
+"""What `quote` appends to a response it cuts (not the response's words)."""
+
+
 def quote(text: str, limit: int, *, prompt: bool = False) -> tuple[str, bool]:
     """`text` ready to be quoted inside a template: truncated to `limit` characters (a response keeps its start, a
     `prompt` its start and end: `cut_prompt`), tag-shaped text escaped and verdict-shaped lines prefixed `(quoted) `;
@@ -128,7 +132,7 @@ def quote(text: str, limit: int, *, prompt: bool = False) -> tuple[str, bool]:
     if truncated and prompt:
         text = cut_prompt(text, limit)
     elif truncated:
-        text = text[:limit] + "\n[... truncated]"
+        text = text[:limit] + CUT_MARK
     text = _TAGS.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
     lines = text.splitlines(keepends=True)
     return "".join(f"(quoted) {line}" if verdict_shaped(line) else line for line in lines), truncated

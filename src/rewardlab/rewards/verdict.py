@@ -13,7 +13,9 @@ the judge itself) for `TrainConfig(objective="generative")`: for a pairwise judg
 `pyes` judge (one response, answered Yes or No: a pointwise generative verifier, GenRM, Zhang et al. 2024,
 arXiv:2408.15240) one example per response, the chosen one answered Yes and the rejected one No;
 `distill_critiques` asks a teacher judge (local or OpenAI-compatible) for critiques in both orders and keeps one only
-where the teacher's verdict agrees with the label.
+where the teacher's verdict agrees with the label; `quote_critiques` needs no teacher: each critique quotes the
+chosen response's opening words, the same text in both orders, so the answer's first tokens carry the preference
+free of position and the verdict letter only has to find which slot holds the quoted words.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from rewardlab.registry import register
 from rewardlab.rewards._judge_backends import smollm2_folder
-from rewardlab.rewards._judge_parse import Verdict, parse_winner, parse_yes_no
+from rewardlab.rewards._judge_parse import CUT_MARK, Verdict, parse_winner, parse_yes_no, quote
 from rewardlab.rewards.judge import JudgeReward, PairwiseJudge
 from rewardlab.rewards.judge import judge as make_judge
 from rewardlab.types import JUDGE_VERDICTS, PreferencePair, Reward, Sample, Score
@@ -177,17 +179,43 @@ def distill_critiques(pairs: Sequence[PreferencePair], teacher: PairwiseJudge) -
     return out
 
 
+def quote_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
+                    words: int = 3) -> list[dict[str, str | None]]:
+    """A critique per pair that quotes the chosen response's opening as the judge shows it (`max_chars`), up to
+    `words` words from the first word where it differs from the rejected one (at most 16 words in all): `The better
+    answer begins "...".` The quote is the same in both orders, so both orders teach the same first tokens, and the
+    preference is learnt where position cannot carry it (the letter that follows names the slot holding the quote).
+    `None` (verdict only) where the opening cannot tell them apart: the chosen response empty or a prefix of the
+    rejected one, or their first 16 words the same."""
+    out: list[dict[str, str | None]] = []
+    for pair in pairs:
+        won, lost = (quote(text, max_chars)[0].removesuffix(CUT_MARK).split()
+                     for text in (pair.chosen, pair.rejected))
+        shared = min(len(won), len(lost))
+        differ = next((i for i in range(shared) if won[i] != lost[i]), shared)
+        keep = min(differ + words, 16)
+        note = None
+        if differ < min(keep, len(won)):
+            note = 'The better answer begins "' + " ".join(won[:keep]) + '".'
+        out.append(dict.fromkeys(ORDERS, note))
+    return out
+
+
 def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_options: Mapping[str, Any] | None = None,
+                    quotes: bool = False,
                     **judge_options: Any) -> Callable[[Sequence[PreferencePair]], list[PreferencePair]]:
     """Preference pairs → judge-format pairs for a judge trained on `backbone`: the conversation a `judge:PATH` with
     `judge_options` shows (`mode` pairwise, the default: both orders; or pyes: one response at a time); with
     `teacher` (a judge MODEL: folder, `smollm2` or an OpenAI-compatible URL, `teacher_options` such as `model`),
-    critiques distilled from it where it agrees (pairwise only)."""
+    critiques distilled from it where it agrees (pairwise only); with `quotes`, `quote_critiques` instead."""
     mode = judge_options.pop("mode", "pairwise")
     if mode not in JUDGE_VERDICTS:
         raise ValueError(f"a generative judge is trained for mode {' or '.join(JUDGE_VERDICTS)}, got {mode!r}")
     judge = make_judge(resolve_judge_backbone(backbone), mode=mode, **judge_options)
     mentor = None
+    if quotes and (teacher is not None or mode != "pairwise"):
+        raise ValueError("quote critiques train a pairwise judge without a teacher" if mode == "pairwise" else
+                         f"quote critiques train a pairwise judge, not mode {mode!r}")
     if teacher is not None:
         if mode != "pairwise":
             raise ValueError(f"a teacher's critiques train a pairwise judge, not mode {mode!r} (it answers Yes or No "
@@ -197,6 +225,8 @@ def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_option
 
     def format_pairs(pairs: Sequence[PreferencePair]) -> list[PreferencePair]:
         critiques = distill_critiques(pairs, mentor) if mentor is not None and pairs else None
+        if quotes:
+            critiques = quote_critiques(pairs, max_chars=judge.max_chars)
         return judge_training_pairs(pairs, judge, critiques)
 
     return format_pairs
