@@ -20,7 +20,10 @@ Writes benchmarks/results/generative_rm_hh.json and prints the table: pairwise a
 position consistency (the verdict is the same in both orders) and first-position rate. `--judge-mode pyes` measures
 the pointwise form instead (one response at a time, P(Yes) read from the first answer token; trained with the
 chosen response answered Yes and the rejected one No), written to benchmarks/results/generative_rm_hh_pyes.json:
-each response is scored alone, so there is no order to be consistent under.
+each response is scored alone, so there is no order to be consistent under. `--judge-mode quote` trains the pairwise
+judge on answers that first quote the chosen response's opening (`rewardlab.rewards.verdict.quote_critiques`, the
+same words in both orders) and scores it by generating its answer (text scoring), written to
+benchmarks/results/generative_rm_hh_quote.json.
 """
 
 from __future__ import annotations
@@ -354,7 +357,7 @@ def main() -> int:
     after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
     summary["table"][after_label(summary["training"])] = row(after, seconds)
     for measured in summary["table"].values():  # every scored pair: two forward passes (both orders)
-        if measured.get("eval_seconds"):
+        if measured.get("eval_seconds") and options["scoring"] == "logits":  # generation's tokens are not counted
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
                                                precision))
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
