@@ -218,6 +218,47 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
             "eval_seconds": round(seconds, 1)}
 
 
+def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int) -> dict[str, Any]:
+    """What a quoting judge wrote on the first `n` held-out pairs, in both orders: which response its quote is the
+    opening of (`rewardlab.rewards._judge_parse.quote` of each, as the judge shows them; "neither" for a quote of
+    neither), whether it quoted the same response in both orders, and whether its letter names the slot holding the
+    response it quoted (the part of the verdict that is a look-up, not a preference)."""
+    from collections import Counter
+
+    from rewardlab import Sample
+    from rewardlab.rewards._judge_parse import CUT_MARK, parse_winner, quote
+    from rewardlab.rewards.judge import PairwiseJudge
+    from rewardlab.train.run_data import read_pairs
+
+    start, end = (int(x) for x in rows.split(":"))
+    pairs = [p for p in read_pairs(str(DATA), limit=end)[0][start:] if not p.tie][:n]
+    judge = PairwiseJudge(str(judge_dir), **options)
+    scores = judge.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs])
+    quoted: Counter[str] = Counter()
+    looked_up: Counter[str] = Counter()
+    same = slot_b = 0
+    for pair, score in zip(pairs, scores, strict=True):
+        picks = []
+        for k, text in enumerate(score.info.get("raw") or ["", ""]):
+            head = text.strip().splitlines()[0] if text.strip() else ""
+            words = head.split('"', 1)[1].rsplit('"', 1)[0].split() if head.count('"') >= 2 else []
+            shown = {name: quote(getattr(pair, name), options["max_chars"])[0].removesuffix(CUT_MARK).split()
+                     for name in ("chosen", "rejected")}
+            hits = [name for name, opening in shown.items() if words and opening[: len(words)] == words]
+            pick = hits[0] if len(hits) == 1 else "both" if hits else "neither"
+            picks.append(pick)
+            quoted[pick] += 1
+            verdict = parse_winner(text)
+            if pick in ("chosen", "rejected") and verdict is not None and verdict.value in (0.0, 1.0):
+                slot = "A" if (pick == "chosen") == (k == 0) else "B"  # order 0 shows the chosen response first
+                slot_b += slot == "B"
+                looked_up["names_quoted_slot" if slot == ("A" if verdict.value == 1.0 else "B") else "other"] += 1
+        same += picks[0] == picks[1] and picks[0] in ("chosen", "rejected")
+    return {"pairs": len(pairs), "answers": 2 * len(pairs), "quoted": dict(quoted),
+            "same_response_quoted_in_both_orders": same, "letter_after_a_quote": dict(looked_up),
+            "quoted_response_shown_second": slot_b}
+
+
 def model_flops(base: str, metrics: dict[str, Any], lora: bool = False) -> tuple[float, float]:
     """(model FLOPs of the training run, of scoring one pair in both orders): a forward pass is 2 x non-embedding
     parameters x tokens for every token; the backward pass, through the trained layers only, 4 x trained parameters
@@ -360,6 +401,8 @@ def main() -> int:
         if measured.get("eval_seconds") and options["scoring"] == "logits":  # generation's tokens are not counted
             measured.update(utilisation_fields(eval_flops_per_pair * measured["n_pairs"], measured["eval_seconds"],
                                                precision))
+    if args.judge_mode == "quote":  # what the answers quote, read from the generated text
+        summary["quote_diagnosis"] = quote_diagnosis(judge_dir, options, args.rows, 60)
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
     summary["table"]["the shorter response wins (no model), the same pairs"] = {
         "pairwise_accuracy": after["length"]["shorter_wins_accuracy"], "n_pairs": after["n_pairs"]}
