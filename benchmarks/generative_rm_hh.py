@@ -203,7 +203,8 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n_pairs": n, "pairwise_accuracy": mean(lambda r: r.get("pairwise_accuracy")),
             "errors": {"n": sum(int((r.get("errors") or {}).get("n") or 0) for r in results)},
             "position_consistency": {"consistency": order("consistency"),
-                                     "first_position_rate": order("first_position_rate")}}
+                                     "first_position_rate": order("first_position_rate")},
+            "missing": sum(int((r.get("position_consistency") or {}).get("n_missing") or 0) for r in results)}
 
 
 def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -211,8 +212,9 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
     accuracy, n = result.get("pairwise_accuracy"), int(result.get("n_pairs") or 0)
     consistency = result.get("position_consistency") or {}
     length = {k: v for k, v in (result.get("length") or {}).items() if k != "shorter_wins_accuracy"}
-    return {"pairwise_accuracy": accuracy, "standard_error": math.sqrt(accuracy * (1 - accuracy) / n) if n else None,
-            "n_pairs": n, "errors": (result.get("errors") or {}).get("n"),
+    spread = math.sqrt(accuracy * (1 - accuracy) / n) if n and accuracy is not None else None
+    return {"pairwise_accuracy": accuracy, "standard_error": spread, "n_pairs": n,
+            "errors": (result.get("errors") or {}).get("n"), "no_verdict": result.get("missing"),
             "position_consistency": consistency.get("consistency"),
             "first_position_rate": consistency.get("first_position_rate"), **length,
             "eval_seconds": round(seconds, 1)}
