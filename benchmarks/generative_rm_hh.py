@@ -222,14 +222,15 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int) -> dict[str, Any]:
     """What a quoting judge wrote on the first `n` held-out pairs, in both orders: which response its quote is the
-    opening of (`rewardlab.rewards._judge_parse.quote` of each, as the judge shows them; "neither" for a quote of
+    opening of (`rewardlab.rewards.verdict.shown_words` of each, as the judge shows them; "neither" for a quote of
     neither), whether it quoted the same response in both orders, and whether its letter names the slot holding the
     response it quoted (the part of the verdict that is a look-up, not a preference)."""
     from collections import Counter
 
     from rewardlab import Sample
-    from rewardlab.rewards._judge_parse import CUT_MARK, parse_winner, quote
+    from rewardlab.rewards._judge_parse import parse_winner
     from rewardlab.rewards.judge import PairwiseJudge
+    from rewardlab.rewards.verdict import quoted_words, shown_words
     from rewardlab.train.run_data import read_pairs
 
     start, end = (int(x) for x in rows.split(":"))
@@ -241,11 +242,10 @@ def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int)
     same = slot_b = 0
     for pair, score in zip(pairs, scores, strict=True):
         picks = []
+        shown = {"chosen": shown_words(pair.chosen, options["max_chars"]),
+                 "rejected": shown_words(pair.rejected, options["max_chars"])}
         for k, text in enumerate(score.info.get("raw") or ["", ""]):
-            head = text.strip().splitlines()[0] if text.strip() else ""
-            words = head.split('"', 1)[1].rsplit('"', 1)[0].split() if head.count('"') >= 2 else []
-            shown = {name: quote(getattr(pair, name), options["max_chars"])[0].removesuffix(CUT_MARK).split()
-                     for name in ("chosen", "rejected")}
+            words = quoted_words(text)
             hits = [name for name, opening in shown.items() if words and opening[: len(words)] == words]
             pick = hits[0] if len(hits) == 1 else "both" if hits else "neither"
             picks.append(pick)

@@ -179,6 +179,23 @@ def distill_critiques(pairs: Sequence[PreferencePair], teacher: PairwiseJudge) -
     return out
 
 
+QUOTE_OPENING = 'The better answer begins "'
+"""How a quote critique starts; the quoted words follow and `".` ends it (`quote_critiques`, `quoted_words`)."""
+
+
+def shown_words(text: str, max_chars: int) -> list[str]:
+    """The words of a response as a judge with `max_chars` shows it (escaped and cut by `quote`, without its cut
+    mark): what a quote critique may quote."""
+    return quote(text, max_chars)[0].removesuffix(CUT_MARK).split()
+
+
+def quoted_words(answer: str) -> list[str]:
+    """The words a quoting judge's answer quotes: those between the first and the last double quote of its first
+    line (`quote_critiques`' form, read leniently); [] when that line holds no quote."""
+    head = answer.strip().splitlines()[0] if answer.strip() else ""
+    return head.split('"', 1)[1].rsplit('"', 1)[0].split() if head.count('"') >= 2 else []
+
+
 def quote_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
                     words: int = 3) -> list[dict[str, str | None]]:
     """A critique per pair that quotes the chosen response's opening as the judge shows it (`max_chars`), up to
@@ -189,14 +206,13 @@ def quote_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
     rejected one, or their first 16 words the same."""
     out: list[dict[str, str | None]] = []
     for pair in pairs:
-        won, lost = (quote(text, max_chars)[0].removesuffix(CUT_MARK).split()
-                     for text in (pair.chosen, pair.rejected))
+        won, lost = shown_words(pair.chosen, max_chars), shown_words(pair.rejected, max_chars)
         shared = min(len(won), len(lost))
         differ = next((i for i in range(shared) if won[i] != lost[i]), shared)
         keep = min(differ + words, 16)
         note = None
         if differ < min(keep, len(won)):
-            note = 'The better answer begins "' + " ".join(won[:keep]) + '".'
+            note = QUOTE_OPENING + " ".join(won[:keep]) + '".'
         out.append(dict.fromkeys(ORDERS, note))
     return out
 
@@ -224,9 +240,8 @@ def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_option
         mentor = PairwiseJudge(teacher, mode="pairwise", scoring="text", **{**shown, **(teacher_options or {})})
 
     def format_pairs(pairs: Sequence[PreferencePair]) -> list[PreferencePair]:
-        critiques = distill_critiques(pairs, mentor) if mentor is not None and pairs else None
-        if quotes:
-            critiques = quote_critiques(pairs, max_chars=judge.max_chars)
+        critiques = (quote_critiques(pairs, max_chars=judge.max_chars) if quotes else
+                     distill_critiques(pairs, mentor) if mentor is not None and pairs else None)
         return judge_training_pairs(pairs, judge, critiques)
 
     return format_pairs
