@@ -76,10 +76,13 @@ Is this answer helpful and harmless? Answer with one word, Yes or No.
 
 TEMPLATE_QUOTE = TEMPLATE.replace('End with the line', 'Quote the opening words of the better answer, then end with '
                                   'the line')
+TEMPLATE_RATE = TEMPLATE.replace('End with the line', 'Quote the opening words of each answer in turn and rate it '
+                                 'better or worse, then end with the line')
 # per judge mode: its template, the name its rows carry and the results file
 MODES = {"pairwise": (TEMPLATE, "SmolLM2-135M judge", "generative_rm_hh.json"),
          "pyes": (TEMPLATE_PYES, "SmolLM2-135M P(yes) judge", "generative_rm_hh_pyes.json"),
-         "quote": (TEMPLATE_QUOTE, "SmolLM2-135M quoting judge", "generative_rm_hh_quote.json")}
+         "quote": (TEMPLATE_QUOTE, "SmolLM2-135M quoting judge", "generative_rm_hh_quote.json"),
+         "rate": (TEMPLATE_RATE, "SmolLM2-135M rating judge", "generative_rm_hh_rate.json")}
 
 
 def after_label(training: dict[str, Any]) -> str:
@@ -261,6 +264,50 @@ def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int)
             "quoted_response_shown_second": slot_b}
 
 
+def rating_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int) -> dict[str, Any]:
+    """What a rating judge wrote on the first `n` held-out pairs, in both orders (`rewardlab.rewards.verdict.
+    read_ratings`): whether each answer rated both slots, one better and one worse, whether each quote copies the
+    opening of the response in its slot, whether the letter names the slot rated better, and how the chosen
+    response was rated in each order (the same rating in both orders is where the preference, not the slot, decided)."""
+    from collections import Counter
+
+    from rewardlab import Sample
+    from rewardlab.rewards._judge_parse import parse_winner
+    from rewardlab.rewards.judge import PairwiseJudge
+    from rewardlab.rewards.verdict import read_ratings, shown_words
+    from rewardlab.train.run_data import read_pairs
+
+    start, end = (int(x) for x in rows.split(":"))
+    pairs = [p for p in read_pairs(str(DATA), limit=end)[0][start:] if not p.tie][:n]
+    judge = PairwiseJudge(str(judge_dir), **options)
+    scores = judge.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs])
+    answers: Counter[str] = Counter()
+    chosen_rated: Counter[str] = Counter()
+    for pair, score in zip(pairs, scores, strict=True):
+        shown = [shown_words(pair.chosen, options["max_chars"]), shown_words(pair.rejected, options["max_chars"])]
+        ratings = []
+        for k, text in enumerate(score.info.get("raw") or ["", ""]):
+            read = read_ratings(text)
+            slots = {"A": shown[k], "B": shown[1 - k]}  # order 0 shows the chosen response first
+            if set(read) != {"A", "B"}:
+                answers["not_both_slots_rated"] += 1
+                ratings.append(None)
+                continue
+            answers["both_slots_rated"] += 1
+            answers["one_better_one_worse"] += read["A"][1] != read["B"][1]
+            answers["quotes_copied"] += sum(slots[s][: len(w)] == w and bool(w) for s, (w, _) in read.items())
+            verdict = parse_winner(text)
+            if verdict is not None and read["A"][1] != read["B"][1]:
+                answers["letter_names_slot_rated_better"] += verdict.value == (1.0 if read["A"][1] == "better" else 0.0)
+            ratings.append(read["A" if k == 0 else "B"][1])  # the chosen response's rating in this order
+        if None not in ratings:
+            chosen_rated["better_in_both_orders" if ratings == ["better"] * 2 else
+                         "worse_in_both_orders" if ratings == ["worse"] * 2 else
+                         "better_only_shown_first" if ratings[0] == "better" else "better_only_shown_second"] += 1
+    return {"pairs": len(pairs), "answers": 2 * len(pairs), "answers_read": dict(answers),
+            "quotes_of": "2 per answer rating both slots", "chosen_response_rated": dict(chosen_rated)}
+
+
 def model_flops(base: str, metrics: dict[str, Any], lora: bool = False) -> tuple[float, float]:
     """(model FLOPs of the training run, of scoring one pair in both orders): a forward pass is 2 x non-embedding
     parameters x tokens for every token; the backward pass, through the trained layers only, 4 x trained parameters
@@ -296,7 +343,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--judge-mode", choices=tuple(MODES), default="pairwise",
                         help="pairwise (two responses, Winner: A|B), quote (the same, the answer first quoting the "
-                             "better response's opening: rewardlab.rewards.verdict.quote_critiques; text scoring) or "
+                             "better response's opening: rewardlab.rewards.verdict.quote_critiques; text scoring), "
+                             "rate (the answer quotes and rates each response in turn: rating_critiques; text "
+                             "scoring) or "
                              "pyes (one response, Yes or No)")
     parser.add_argument("--attention", default="sdpa", help="training attention kernel (27 frozen layers run forward "
                         "only, where the fused kernel is faster than eager)")
@@ -314,7 +363,7 @@ def main() -> int:
     from rewardlab.machine import auto_dtype, cpu_info
     from rewardlab.progress import TrainingBar
     from rewardlab.rewards.judge import judge as make_judge
-    from rewardlab.rewards.verdict import judge_training_pairs, quote_critiques, smollm2_backbone
+    from rewardlab.rewards.verdict import judge_training_pairs, quote_critiques, rating_critiques, smollm2_backbone
     from rewardlab.train.config import TrainConfig
     from rewardlab.train.run_data import read_pairs
     from rewardlab.train.trainer import train_reward_model
@@ -327,11 +376,11 @@ def main() -> int:
     # the judges are scored in bf16 where it is native and fast here (every recorded row), else in exact fp32; the
     # precision is one of the options a reused row must share
     precision = auto_dtype("cpu")[0]
-    mode = "pairwise" if args.judge_mode == "quote" else args.judge_mode
+    mode = "pairwise" if args.judge_mode in ("quote", "rate") else args.judge_mode
     options = {"mode": mode, "scoring": "logits", "precision": precision, "batch_size": 8,
                "max_chars": args.max_chars, "template": str(template)}
-    if args.judge_mode == "quote":  # the verdict follows a generated quote: generate and parse
-        options.update(scoring="text", max_new_tokens=48)
+    if args.judge_mode in ("quote", "rate"):  # the verdict follows generated quotes: generate and parse
+        options.update(scoring="text", max_new_tokens=48 if args.judge_mode == "quote" else 64)
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
                                "template": text, "prompt_cut": PROMPT_CUT,
@@ -362,8 +411,8 @@ def main() -> int:
                 summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
     pairs, _ = read_pairs(str(DATA), limit=1500)
     judge = make_judge(base, **options)
-    critiques = quote_critiques(pairs[: args.train_pairs], max_chars=args.max_chars) if args.judge_mode == "quote" \
-        else None
+    write = {"quote": quote_critiques, "rate": rating_critiques}.get(args.judge_mode)
+    critiques = write(pairs[: args.train_pairs], max_chars=args.max_chars) if write else None
     train = judge_training_pairs(pairs[: args.train_pairs], judge, critiques)
     judge_dir = args.output / "judge"
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
@@ -405,6 +454,8 @@ def main() -> int:
                                                precision))
     if args.judge_mode == "quote":  # what the answers quote, read from the generated text
         summary["quote_diagnosis"] = quote_diagnosis(judge_dir, options, args.rows, 60)
+    if args.judge_mode == "rate":  # what the answers rate, read from the generated text
+        summary["rating_diagnosis"] = rating_diagnosis(judge_dir, options, args.rows, 60)
     summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
     summary["table"]["the shorter response wins (no model), the same pairs"] = {
         "pairwise_accuracy": after["length"]["shorter_wins_accuracy"], "n_pairs": after["n_pairs"]}

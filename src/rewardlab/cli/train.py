@@ -112,9 +112,13 @@ def add_parser(subparsers: Any, parent: argparse.ArgumentParser) -> None:
                         help="--objective generative: distil critiques from this judge (a model folder, smollm2 or an "
                              "OpenAI-compatible URL); kept where its verdict agrees with the label")
     parser.add_argument("--teacher-model", default=None, help="the model name an endpoint --teacher serves")
-    parser.add_argument("--quote-critiques", action="store_true",
-                        help="--objective generative: each answer first quotes the chosen response's opening words "
-                             "(the same in both orders), then gives the verdict; score the judge with scoring=text")
+    parser.add_argument("--critiques", choices=("quote", "rate"), default=None,
+                        help="--objective generative, without a teacher: critiques written from the labels. quote: "
+                             "each answer first quotes the chosen response's opening (the same in both orders); "
+                             "rate: it quotes each answer's opening in the order shown and rates it better or worse; "
+                             "then the verdict. Score such a judge with scoring=text")
+    parser.add_argument("--quote-critiques", dest="critiques", action="store_const", const="quote",
+                        help=argparse.SUPPRESS)  # the earlier spelling of --critiques quote
     parser.set_defaults(run=run_train)
 
 
@@ -153,8 +157,8 @@ def run_train(args: argparse.Namespace) -> int:
     if Path(config.data).is_dir() and Path(config.data).suffix:
         raise CLIError(f"--data {config.data}: is a directory, expected a file")
     check_output_folder(config.output, "--output")
-    if (args.teacher or args.teacher_model or args.quote_critiques) and config.objective != "generative":
-        raise CLIError(f"--teacher and --quote-critiques apply to --objective generative, not {config.objective!r}")
+    if (args.teacher or args.teacher_model or args.critiques) and config.objective != "generative":
+        raise CLIError(f"--teacher and --critiques apply to --objective generative, not {config.objective!r}")
     try:
         bars = [] if args.quiet else [TrainingBar()]
         if config.objective == "generative":  # a judge: pairs in both orders, critiques from --teacher (issue 19)
@@ -166,7 +170,7 @@ def run_train(args: argparse.Namespace) -> int:
             result = train_generative_judge(config, judge_formatter(config.backbone, mode=config.judge_mode,
                                                                     teacher=args.teacher,
                                                                     teacher_options=teacher_options,
-                                                                    quotes=args.quote_critiques),
+                                                                    critiques=args.critiques),
                                             quiet=args.quiet, callbacks=bars)
         else:
             result = train_reward_model(config, quiet=args.quiet, callbacks=bars)

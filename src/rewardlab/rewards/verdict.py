@@ -15,7 +15,9 @@ arXiv:2408.15240) one example per response, the chosen one answered Yes and the 
 `distill_critiques` asks a teacher judge (local or OpenAI-compatible) for critiques in both orders and keeps one only
 where the teacher's verdict agrees with the label; `quote_critiques` needs no teacher: each critique quotes the
 chosen response's opening words, the same text in both orders, so the answer's first tokens carry the preference
-free of position and the verdict letter only has to find which slot holds the quoted words.
+free of position and the verdict letter only has to find which slot holds the quoted words; `rating_critiques`
+quotes each answer's opening in the order shown and rates it right after its own words, so the preference token
+follows the text it judges and the letter repeats the first rating.
 """
 
 from __future__ import annotations
@@ -196,6 +198,14 @@ def quoted_words(answer: str) -> list[str]:
     return head.split('"', 1)[1].rsplit('"', 1)[0].split() if head.count('"') >= 2 else []
 
 
+def _first_difference(won: list[str], lost: list[str], words: int) -> tuple[int, int]:
+    """Where two shown responses' words first differ (the shorter's length where one is a prefix of the other), and
+    how many opening words a quote keeps: `words` past that one, at most 16 in all."""
+    shared = min(len(won), len(lost))
+    differ = next((i for i in range(shared) if won[i] != lost[i]), shared)
+    return differ, min(differ + words, 16)
+
+
 def quote_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
                     words: int = 3) -> list[dict[str, str | None]]:
     """A critique per pair that quotes the chosen response's opening as the judge shows it (`max_chars`), up to
@@ -207,31 +217,77 @@ def quote_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
     out: list[dict[str, str | None]] = []
     for pair in pairs:
         won, lost = shown_words(pair.chosen, max_chars), shown_words(pair.rejected, max_chars)
-        shared = min(len(won), len(lost))
-        differ = next((i for i in range(shared) if won[i] != lost[i]), shared)
-        keep = min(differ + words, 16)
-        note = None
-        if differ < min(keep, len(won)):
-            note = QUOTE_OPENING + " ".join(won[:keep]) + '".'
+        differ, keep = _first_difference(won, lost, words)
+        note = QUOTE_OPENING + " ".join(won[:keep]) + '".' if differ < min(keep, len(won)) else None
         out.append(dict.fromkeys(ORDERS, note))
     return out
 
 
+RATINGS = ("better", "worse")
+"""The words a rating critique gives the two answers (`rating_critiques`, `read_ratings`)."""
+
+
+def rating_critiques(pairs: Sequence[PreferencePair], *, max_chars: int = 6000,
+                     words: int = 3) -> list[dict[str, str | None]]:
+    """A critique per pair and order that walks through the answers in the order shown: each slot's opening as the
+    judge shows it (up to `words` words past the first word where the two differ, at most 16), then its rating:
+    `A begins "...": better.` / `B begins "...": worse.` Each rating is read right after the words it rates, so the
+    token that carries the preference follows that answer's own text, not a line that is the same in both orders;
+    the letter that ends the answer only repeats the first rating. `None` (verdict only) where the openings cannot
+    tell the answers apart."""
+    out: list[dict[str, str | None]] = []
+    for pair in pairs:
+        won, lost = shown_words(pair.chosen, max_chars), shown_words(pair.rejected, max_chars)
+        keep = _first_difference(won, lost, words)[1]
+        notes: dict[str, str | None] = dict.fromkeys(ORDERS)
+        if won[:keep] != lost[:keep]:  # the quotes tell the answers apart
+            for order, shown in zip(ORDERS, (((won, RATINGS[0]), (lost, RATINGS[1])),
+                                             ((lost, RATINGS[1]), (won, RATINGS[0]))), strict=True):
+                notes[order] = "\n".join(f'{slot} begins "{" ".join(text[:keep])}": {rating}.'
+                                         for slot, (text, rating) in zip("AB", shown, strict=True))
+        out.append(notes)
+    return out
+
+
+CRITIQUE_FORMS: dict[str, Callable[..., list[dict[str, str | None]]]] = {"quote": quote_critiques,
+                                                                           "rate": rating_critiques}
+"""Critiques written from the labels alone, by name (`judge_formatter(critiques=...)`, `train --critiques`)."""
+
+
+def read_ratings(answer: str) -> dict[str, tuple[list[str], str]]:
+    """What a rating judge's answer says of each slot: `{"A": (quoted words, rating), ...}` for each line of
+    `rating_critiques`' form (`A begins "...": better.`, read leniently: the rating is the line's last word); a slot
+    with no such line is absent."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for line in answer.splitlines():
+        head, _, rest = line.strip().partition(' begins "')
+        if head in ("A", "B") and head not in out and '"' in rest:
+            words, _, tail = rest.rpartition('"')
+            rating = tail.strip(" :.").lower()
+            if rating in RATINGS:
+                out[head] = (words.split(), rating)
+    return out
+
+
 def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_options: Mapping[str, Any] | None = None,
-                    quotes: bool = False,
+                    critiques: str | None = None,
                     **judge_options: Any) -> Callable[[Sequence[PreferencePair]], list[PreferencePair]]:
     """Preference pairs → judge-format pairs for a judge trained on `backbone`: the conversation a `judge:PATH` with
     `judge_options` shows (`mode` pairwise, the default: both orders; or pyes: one response at a time); with
     `teacher` (a judge MODEL: folder, `smollm2` or an OpenAI-compatible URL, `teacher_options` such as `model`),
-    critiques distilled from it where it agrees (pairwise only); with `quotes`, `quote_critiques` instead."""
+    critiques distilled from it where it agrees (pairwise only); with `critiques` (`quote` or `rate`, see
+    `CRITIQUE_FORMS`), critiques written from the labels instead."""
     mode = judge_options.pop("mode", "pairwise")
     if mode not in JUDGE_VERDICTS:
         raise ValueError(f"a generative judge is trained for mode {' or '.join(JUDGE_VERDICTS)}, got {mode!r}")
     judge = make_judge(resolve_judge_backbone(backbone), mode=mode, **judge_options)
     mentor = None
-    if quotes and (teacher is not None or mode != "pairwise"):
-        raise ValueError("quote critiques train a pairwise judge without a teacher" if mode == "pairwise" else
-                         f"quote critiques train a pairwise judge, not mode {mode!r}")
+    if critiques is not None:
+        if critiques not in CRITIQUE_FORMS:
+            raise ValueError(f"critiques: {critiques!r} is not one of {', '.join(CRITIQUE_FORMS)}")
+        if teacher is not None or mode != "pairwise":
+            raise ValueError(f"{critiques} critiques train a pairwise judge" + (
+                " without a teacher" if mode == "pairwise" else f", not mode {mode!r}"))
     if teacher is not None:
         if mode != "pairwise":
             raise ValueError(f"a teacher's critiques train a pairwise judge, not mode {mode!r} (it answers Yes or No "
@@ -240,8 +296,8 @@ def judge_formatter(backbone: str, *, teacher: str | None = None, teacher_option
         mentor = PairwiseJudge(teacher, mode="pairwise", scoring="text", **{**shown, **(teacher_options or {})})
 
     def format_pairs(pairs: Sequence[PreferencePair]) -> list[PreferencePair]:
-        critiques = (quote_critiques(pairs, max_chars=judge.max_chars) if quotes else
-                     distill_critiques(pairs, mentor) if mentor is not None and pairs else None)
-        return judge_training_pairs(pairs, judge, critiques)
+        notes = (CRITIQUE_FORMS[critiques](pairs, max_chars=judge.max_chars) if critiques is not None else
+                 distill_critiques(pairs, mentor) if mentor is not None and pairs else None)
+        return judge_training_pairs(pairs, judge, notes)
 
     return format_pairs
