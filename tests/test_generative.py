@@ -491,3 +491,11 @@ def test_a_rating_judge_trains_and_rates_each_answer_before_its_verdict(lm: str,
         assert [read_ratings(text) for text in score.info["raw"]] == [
             {"A": (kind, "better"), "B": (rude, "worse")}, {"A": (rude, "worse"), "B": (kind, "better")}]
         assert score.info["position_consistent"] and score.value == 1.0
+
+
+def test_the_earlier_quote_critiques_flag_still_means_critiques_quote() -> None:
+    from rewardlab.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["train", "--quote-critiques"]).critiques == "quote"
+    assert parse(["train", "--critiques", "rate"]).critiques == "rate" and parse(["train"]).critiques is None
