@@ -23,7 +23,8 @@ chosen response answered Yes and the rejected one No), written to benchmarks/res
 each response is scored alone, so there is no order to be consistent under. `--judge-mode quote` trains the pairwise
 judge on answers that first quote the chosen response's opening (`rewardlab.rewards.verdict.quote_critiques`, the
 same words in both orders) and scores it by generating its answer (text scoring), written to
-benchmarks/results/generative_rm_hh_quote.json.
+benchmarks/results/generative_rm_hh_quote.json; `--judge-mode rate` the same with answers that quote and rate each
+response in the order shown (`rating_critiques`), written to benchmarks/results/generative_rm_hh_rate.json.
 """
 
 from __future__ import annotations

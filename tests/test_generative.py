@@ -446,7 +446,8 @@ def test_rating_critiques_quote_and_rate_each_answer_in_the_order_shown(lm: str)
     same = rating_critiques([PreferencePair(prompt="q", chosen="same words", rejected="same  words")])
     assert same == [{"chosen_first": None, "chosen_second": None}]  # nothing that tells them apart
     assert read_ratings(notes[0]["chosen_second"] + "\nWinner: B") == {
-        "A": ("I am sorry, I can help. Here".split(), "worse"), "B": ("I am sorry, I cannot help with".split(), "better")}
+        "A": (["I", "am", "sorry,", "I", "can", "help.", "Here"], "worse"),
+        "B": (["I", "am", "sorry,", "I", "cannot", "help", "with"], "better")}
     assert read_ratings('A begins "x" better\nB begins "y":  Worse.\nA begins "z": worse.') == {
         "A": (["x"], "better"), "B": (["y"], "worse")}  # lenient punctuation; a slot's first line counts
     assert read_ratings("Winner: A") == {} and read_ratings('C begins "x": better.') == {}
