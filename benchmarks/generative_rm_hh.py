@@ -224,6 +224,19 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
             "eval_seconds": round(seconds, 1)}
 
 
+def held_out_answers(judge_dir: Path, options: dict[str, Any], rows: str, n: int) -> tuple[list[Any], list[Any]]:
+    """The first `n` held-out pairs with a preference, and the judge's scores of them (both orders' answers in
+    `info["raw"]`, the chosen response shown first in the first): what the diagnoses below read."""
+    from rewardlab import Sample
+    from rewardlab.rewards.judge import PairwiseJudge
+    from rewardlab.train.run_data import read_pairs
+
+    start, end = (int(x) for x in rows.split(":"))
+    pairs = [p for p in read_pairs(str(DATA), limit=end)[0][start:] if not p.tie][:n]
+    judge = PairwiseJudge(str(judge_dir), **options)
+    return pairs, judge.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs])
+
+
 def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int) -> dict[str, Any]:
     """What a quoting judge wrote on the first `n` held-out pairs, in both orders: which response its quote is the
     opening of (`rewardlab.rewards.verdict.shown_words` of each, as the judge shows them; "neither" for a quote of
@@ -231,16 +244,10 @@ def quote_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int)
     response it quoted (the part of the verdict that is a look-up, not a preference)."""
     from collections import Counter
 
-    from rewardlab import Sample
     from rewardlab.rewards._judge_parse import parse_winner
-    from rewardlab.rewards.judge import PairwiseJudge
     from rewardlab.rewards.verdict import quoted_words, shown_words
-    from rewardlab.train.run_data import read_pairs
 
-    start, end = (int(x) for x in rows.split(":"))
-    pairs = [p for p in read_pairs(str(DATA), limit=end)[0][start:] if not p.tie][:n]
-    judge = PairwiseJudge(str(judge_dir), **options)
-    scores = judge.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs])
+    pairs, scores = held_out_answers(judge_dir, options, rows, n)
     quoted: Counter[str] = Counter()
     looked_up: Counter[str] = Counter()
     same = slot_b = 0
@@ -272,16 +279,10 @@ def rating_diagnosis(judge_dir: Path, options: dict[str, Any], rows: str, n: int
     response was rated in each order (the same rating in both orders is where the preference, not the slot, decided)."""
     from collections import Counter
 
-    from rewardlab import Sample
     from rewardlab.rewards._judge_parse import parse_winner
-    from rewardlab.rewards.judge import PairwiseJudge
     from rewardlab.rewards.verdict import read_ratings, shown_words
-    from rewardlab.train.run_data import read_pairs
 
-    start, end = (int(x) for x in rows.split(":"))
-    pairs = [p for p in read_pairs(str(DATA), limit=end)[0][start:] if not p.tie][:n]
-    judge = PairwiseJudge(str(judge_dir), **options)
-    scores = judge.score([Sample(prompt=p.prompt, response=p.chosen, reference=p.rejected) for p in pairs])
+    pairs, scores = held_out_answers(judge_dir, options, rows, n)
     answers: Counter[str] = Counter()
     chosen_rated: Counter[str] = Counter()
     for pair, score in zip(pairs, scores, strict=True):
