@@ -365,7 +365,7 @@ def main() -> int:
     from rewardlab.machine import auto_dtype, cpu_info
     from rewardlab.progress import TrainingBar
     from rewardlab.rewards.judge import judge as make_judge
-    from rewardlab.rewards.verdict import judge_training_pairs, quote_critiques, rating_critiques, smollm2_backbone
+    from rewardlab.rewards.verdict import CRITIQUE_FORMS, judge_training_pairs, smollm2_backbone
     from rewardlab.train.config import TrainConfig
     from rewardlab.train.run_data import read_pairs
     from rewardlab.train.trainer import train_reward_model
@@ -378,10 +378,11 @@ def main() -> int:
     # the judges are scored in bf16 where it is native and fast here (every recorded row), else in exact fp32; the
     # precision is one of the options a reused row must share
     precision = auto_dtype("cpu")[0]
-    mode = "pairwise" if args.judge_mode in ("quote", "rate") else args.judge_mode
+    written = CRITIQUE_FORMS.get(args.judge_mode)  # quote and rate: a pairwise judge trained on critiques
+    mode = "pairwise" if written else args.judge_mode
     options = {"mode": mode, "scoring": "logits", "precision": precision, "batch_size": 8,
                "max_chars": args.max_chars, "template": str(template)}
-    if args.judge_mode in ("quote", "rate"):  # the verdict follows generated quotes: generate and parse
+    if written:  # the verdict follows generated quotes: generate and parse
         options.update(scoring="text", max_new_tokens=48 if args.judge_mode == "quote" else 64)
     summary: dict[str, Any] = {"data": str(DATA.relative_to(ROOT.parent)), "rows": args.rows,
                                "judge_options": {k: v for k, v in options.items() if k != "template"},
@@ -413,8 +414,7 @@ def main() -> int:
                 summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
     pairs, _ = read_pairs(str(DATA), limit=1500)
     judge = make_judge(base, **options)
-    write = {"quote": quote_critiques, "rate": rating_critiques}.get(args.judge_mode)
-    critiques = write(pairs[: args.train_pairs], max_chars=args.max_chars) if write else None
+    critiques = written(pairs[: args.train_pairs], max_chars=args.max_chars) if written else None
     train = judge_training_pairs(pairs[: args.train_pairs], judge, critiques)
     judge_dir = args.output / "judge"
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
