@@ -33,10 +33,12 @@ def embedding_modules(backbone: torch.nn.Module) -> list[torch.nn.Module]:
     get_input_embeddings: Any = getattr(backbone, "get_input_embeddings", None)
     if callable(get_input_embeddings):
         found.append(get_input_embeddings())
-    for name in ("wpe", "embed_positions"):
-        extra = getattr(backbone, name, None)
-        if isinstance(extra, torch.nn.Module):
-            found.append(extra)
+    inner = getattr(backbone, "base_model", None)  # a causal LM's body (GPT-2's `transformer` holds `wpe`)
+    for holder in (backbone, inner) if isinstance(inner, torch.nn.Module) and inner is not backbone else (backbone,):
+        for name in ("wpe", "embed_positions"):
+            extra = getattr(holder, name, None)
+            if isinstance(extra, torch.nn.Module) and all(extra is not seen for seen in found):
+                found.append(extra)
     return found
 
 
