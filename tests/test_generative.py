@@ -500,3 +500,17 @@ def test_the_earlier_quote_critiques_flag_still_means_critiques_quote() -> None:
     parse = build_parser().parse_args
     assert parse(["train", "--quote-critiques"]).critiques == "quote"
     assert parse(["train", "--critiques", "rate"]).critiques == "rate" and parse(["train"]).critiques is None
+
+
+def test_held_out_position_consistency_and_first_position_rate_come_from_the_verdict_margins() -> None:
+    from rewardlab.train.generative import EncodedAnswers, GenerativeObjective
+
+    held = EncodedAnswers(verdict=["A", "B", "A", "B", "Yes"], groups=[[0, 1], [2, 3], [4]])
+    objective = GenerativeObjective(EncodedAnswers(), held, 0, None, None)  # type: ignore[arg-type]
+    # pair 1: right in both orders (names the chosen response both times: consistent; slot A once, B once);
+    # pair 2: right when the chosen is shown first, wrong when second: slot A both times (inconsistent);
+    # the lone pyes example counts in neither
+    counts = objective._order_counts([0, 1, 2], [1.0, 2.0, 0.5, -0.5, 3.0])
+    assert counts == [2.0, 1.0, 4.0, 3.0]
+    assert objective.summarise_counts(counts) == {"eval_position_consistency": 0.5, "eval_first_position_rate": 0.75}
+    assert objective.summarise_counts([0.0, 0.0, 0.0, 0.0]) == {}

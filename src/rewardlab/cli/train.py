@@ -49,6 +49,9 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
      "batch, so length does not pay (after ODIN; default 0 = off)"),
     ("--swap-consistency", "swap_consistency", float, "--objective generative: add C x mean(((m1 - m2) / 2)^2), the "
      "squared position bias of each pair's verdict margins in its two orders (default 0 = off)"),
+    ("--frozen-cache-gb", "frozen_cache_gb", float, "--objective generative with frozen layers: keep each example's "
+     "hidden states after the frozen layers, so later epochs run only the trained ones; at most this many GB "
+     "(default: a quarter of the machine's memory; 0 = off)"),
     ("--judge-mode", "judge_mode", str, "--objective generative: the judge mode trained, pairwise (two responses, "
      "Winner: A|B, both orders; default) or pyes (one response, Yes or No)"),
     ("--epochs", "epochs", float, "passes over the training data (default: the preset's)"),

@@ -61,6 +61,10 @@ class TrainConfig:
     swap_consistency: float = 0.0
     """Objective generative: adds c x mean(((m_1 - m_2) / 2)^2) over every pair trained in both orders, where m_i is
     the right verdict's logit minus the wrong one's in order i: the judge's position bias, squared. 0 = off."""
+    frozen_cache_gb: float | None = None
+    """Objective generative with frozen lower layers: keep each example's hidden states after the frozen layers
+    (computed the first time it is seen) so later epochs and evaluations run only the trained layers; at most this
+    many GB (unset: a quarter of the machine's memory; 0 = off). Exact: the frozen layers' output does not change."""
     judge_mode: str = "pairwise"
     """Objective generative: the judge mode the model is trained to answer in (`rewardlab.rewards.verdict`): pairwise
     (two responses, `Winner: A|B`, both orders of every pair) or pyes (one response, `Yes` or `No`: the chosen
@@ -198,6 +202,8 @@ class TrainConfig:
              f"swap_consistency must be a finite number >= 0, got {self.swap_consistency}"),
             (self.objective == "generative" or not self.swap_consistency,
              f"swap_consistency applies to the generative objective, not {self.objective!r}"),
+            (self.frozen_cache_gb is None or (math.isfinite(self.frozen_cache_gb) and self.frozen_cache_gb >= 0),
+             f"frozen_cache_gb must be a finite number >= 0, got {self.frozen_cache_gb}"),
             (self.judge_mode in JUDGE_MODES, f"judge_mode must be one of {JUDGE_MODES}, got {self.judge_mode!r}"),
             (self.objective == "generative" or self.judge_mode == "pairwise",
              f"judge_mode applies to the generative objective, not {self.objective!r}"),

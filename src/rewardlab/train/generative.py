@@ -17,7 +17,9 @@ those pairs, where `mᵢ` is the right verdict's logit minus the wrong one's in 
 judge's position bias on that pair (the part of its verdict logit that follows the slot, not the answer), and a
 judge whose verdict flips with the order has it larger than its content margin `(m₁ + m₂) / 2`. Logged and held-out
 accuracy: the verdict logit beats the wrong verdict's at the verdict position (teacher-forced: for verdict-only
-answers this is the judge's logits mode exactly); held-out loss: the cross-entropy of the two verdicts there.
+answers this is the judge's logits mode exactly); held-out loss: the cross-entropy of the two verdicts there. A
+pairwise judge's held-out metrics also give its position consistency (the same response named in both orders) and
+first-position rate, read from the same verdict logits.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     import torch
 
     from rewardlab.train.config import TrainConfig
+    from rewardlab.train.frozen_cache import FrozenStackCache
     from rewardlab.train.run_data import RunData
 
 __all__ = ["EncodedAnswers", "GenerativeObjective", "encode_answers", "make_generative_objective", "render_prompt",
@@ -72,6 +75,8 @@ class EncodedAnswers:
     verdict_at: list[int] = field(default_factory=list)
     right: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)
+    """The right verdict's word (`A`, `B`, `Yes`, `No`)."""
     subset: list[str] = field(default_factory=list)
     groups: list[list[int]] = field(default_factory=list)
     """The training units: the examples of one source pair (both orders), or one example alone."""
@@ -143,6 +148,7 @@ def encode_answers(tokenizer: Any, pairs: Sequence[PreferencePair], *, max_lengt
         out.answer_start.append(start)
         out.verdict_at.append(verdict_at)
         out.right.append(right)
+        out.verdict.append(verdict)
         out.wrong.append(_first_token(tokenizer, other, where))
         out.subset.append(pair.subset or "all")
         source = pair.metadata.get("pair")
@@ -176,6 +182,8 @@ class GenerativeObjective:
     device: torch.device
     autocast: Autocast
     swap_consistency: float = 0.0
+    cache: FrozenStackCache | None = None
+    """The hidden states after the model's frozen lower layers, per example (`rewardlab.train.frozen_cache`)."""
     unit: str = "judge pairs"
 
     def _forward(self, model: Any, data: EncodedAnswers, indices: Sequence[int]) -> tuple[Any, Any]:
@@ -199,7 +207,11 @@ class GenerativeObjective:
             at.append(keep - (len(tokens) - data.verdict_at[i]) - 1)  # the position whose next token is the verdict
         ids, mask, labels = ids.to(self.device), mask.to(self.device), labels.to(self.device)
         with self.autocast():
-            logits = model(input_ids=ids, attention_mask=mask, keep=keep)
+            if self.cache is None:
+                logits = model(input_ids=ids, attention_mask=mask, keep=keep)
+            else:
+                which = "train" if data is self.train else "held_out"
+                logits = self.cache.forward(model, ids, mask, keep, [(which, i) for i in indices])
         logits = logits[:, :-1].float()
         targets = labels[:, 1:]
         token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE,
@@ -255,7 +267,32 @@ class GenerativeObjective:
                 margins.extend(margin.tolist())
         model.train(was_training)
         return {"correct": correct, "pairs": len(examples), "loss_sum": loss_sum, "subsets": subsets,
-                "rewards": margins}
+                "rewards": margins, "counts": self._order_counts(indices, margins)}
+
+    def _order_counts(self, units: Sequence[int], margins: Sequence[float]) -> list[float]:
+        """[pairs shown in both orders, of them those whose verdict names the same response in both, verdicts
+        given in those orders, of them those naming the slot shown first] over pairwise held-out units (`margins`
+        follows `held_out.examples(units)`)."""
+        counts = [0.0, 0.0, 0.0, 0.0]
+        at = 0
+        for unit in units:
+            group = self.held_out.groups[unit]
+            if len(group) == 2 and {self.held_out.verdict[i] for i in group} == {"A", "B"}:
+                right = [margins[at] > 0, margins[at + 1] > 0]
+                counts[0] += 1
+                counts[1] += right[0] == right[1]  # right in both, or wrong in both: the same response named
+                counts[2] += 2
+                counts[3] += sum(hit == (self.held_out.verdict[i] == "A") for hit, i in zip(right, group, strict=True))
+            at += len(group)
+        return counts
+
+    def summarise_counts(self, counts: Sequence[float]) -> dict[str, Any]:
+        """Position consistency and first-position rate of the held-out verdicts (teacher-forced: the verdict
+        logit beats the other one's), as `rewardlab eval` reports them for a judge; nothing for a pyes judge."""
+        pairs, consistent, verdicts, first = counts
+        if not pairs:
+            return {}
+        return {"eval_position_consistency": consistent / pairs, "eval_first_position_rate": first / verdicts}
 
 
 def swap_penalty(margin: Any, pairs: Sequence[tuple[int, int]]) -> Any:
@@ -270,9 +307,10 @@ def swap_penalty(margin: Any, pairs: Sequence[tuple[int, int]]) -> Any:
 
 def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pad_id: int, device: torch.device,
                               autocast: Autocast, swap_consistency: float = 0.0,
-                              judge_mode: str = "pairwise") -> GenerativeObjective:
+                              judge_mode: str = "pairwise",
+                              cache: FrozenStackCache | None = None) -> GenerativeObjective:
     """The generative objective over a run's judge-format pairs (training and held-out), whose verdicts must be
-    `judge_mode`'s (the model card says which mode the judge answers in)."""
+    `judge_mode`'s (the model card says which mode the judge answers in); `cache` keeps the frozen layers' output."""
     for pair in [*data.train, *data.held_out]:
         verdict = pair.metadata.get("verdict") if isinstance(pair.metadata, dict) else None
         if verdict is not None and verdict not in JUDGE_VERDICTS[judge_mode]:
@@ -283,7 +321,7 @@ def make_generative_objective(tokenizer: Any, data: RunData, max_length: int, pa
     if not len(train):
         raise ValueError("objective 'generative': no training pairs")
     return GenerativeObjective(train, encode_answers(tokenizer, data.held_out, max_length=max_length), pad_id,
-                               device, autocast, swap_consistency)
+                               device, autocast, swap_consistency, cache)
 
 
 def train_generative_judge(config: TrainConfig,

@@ -49,12 +49,14 @@ class GenerativeJudgeModel(torch.nn.Module):
         model.train()
         return cls(model, tokenizer, backbone, judge_mode)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int = 0) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor, keep: int = 0,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits of the last `keep` positions (0: all), `[batch, keep, vocabulary]`; left padding is
-        fine (positions count real tokens only)."""
+        fine (positions count real tokens only). `inputs_embeds` in place of `input_ids`: the states entering the
+        first layer (`rewardlab.train.frozen_cache` passes the frozen layers' output with the layers above them)."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         return self.backbone(input_ids=input_ids, attention_mask=attention_mask,  # type: ignore[no-any-return]
-                             position_ids=positions, logits_to_keep=keep).logits
+                             inputs_embeds=inputs_embeds, position_ids=positions, logits_to_keep=keep).logits
 
     def save_pretrained(self, path: str | Path, *, tokenizer: Any = None, card: ModelCard | None = None) -> Path:
         """Write the causal LM (safetensors), its tokenizer, `rewardlab.json` and `README.md` to `path`."""

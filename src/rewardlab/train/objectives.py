@@ -55,6 +55,9 @@ class Objective(Protocol):
 
     def eval_sums(self, model: Any, indices: Sequence[int], batch_size: int) -> dict[str, Any]: ...
 
+    # optional: `summarise_counts(counts) -> dict`, the held-out metrics read from the `counts` list `eval_sums`
+    # returned (summed over processes, like every other sum)
+
 
 def resolve_loss(loss: str | PairwiseLoss) -> PairwiseLoss:
     """The pairwise loss a config names (a key of `PAIRWISE_LOSSES`) or the callable itself."""
@@ -197,3 +200,9 @@ class ProcessObjective:
 
         return process.held_out_step_sums(model, self.held_out, pad_id=self.pad_id, device=self.device,
                                           batch_size=batch_size, autocast=self.autocast, indices=indices)
+
+    def summarise_counts(self, counts: Sequence[float]) -> dict[str, Any]:
+        """ProcessBench's first-error scores from the summed `counts` of `eval_sums`; accuracy is per step."""
+        from rewardlab.train import process
+
+        return {**process.first_error_summary(counts), "eval_unit": "steps"}

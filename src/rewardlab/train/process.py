@@ -119,7 +119,7 @@ def held_out_step_sums(model: Any, data: EncodedStepRows, *, pad_id: int, device
                        autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
                        indices: Sequence[int] | None = None, threshold: float = 0.5) -> dict[str, Any]:
     """Held-out sums that processes can add: step accuracy (`correct`/`pairs` = steps), `loss_sum`, per-subset
-    step counts, the step probabilities (`rewards`) and ProcessBench counts `first_error`
+    step counts, the step probabilities (`rewards`) and ProcessBench first-error counts (`counts`)
     = [erroneous hit, erroneous, correct hit, correct] (prediction: first step below `threshold`)."""
     import torch
 
@@ -163,7 +163,7 @@ def held_out_step_sums(model: Any, data: EncodedStepRows, *, pad_id: int, device
     if was_training:
         model.train()
     return {"correct": correct, "pairs": counted, "loss_sum": loss_sum, "subsets": subsets,
-            "rewards": probabilities, "first_error": first_error}
+            "rewards": probabilities, "counts": first_error}
 
 
 def first_error_summary(counts: Sequence[float]) -> dict[str, float | None]:

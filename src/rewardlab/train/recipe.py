@@ -125,10 +125,13 @@ def make_objective(config: TrainConfig, model: Any, data: RunData, pad_id: int, 
     tokenizer = model.tokenizer
     length = int(config.max_length or 0)
     if config.objective == "generative":
+        from rewardlab.train.frozen_cache import FrozenStackCache
         from rewardlab.train.generative import make_generative_objective
 
+        budget = None if config.frozen_cache_gb is None else int(config.frozen_cache_gb * 1024**3)
         return make_generative_objective(tokenizer, data, length, pad_id, device, autocast,
-                                         config.swap_consistency, config.judge_mode), False
+                                         config.swap_consistency, config.judge_mode,
+                                         FrozenStackCache.for_model(model, budget)), False
     if config.objective == "process":
         from rewardlab.train import process as step_objective
 

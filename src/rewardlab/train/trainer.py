@@ -307,17 +307,14 @@ class RewardTrainer:
         packed = [parts["correct"], parts["pairs"], parts["loss_sum"], parts.get("loss_count", parts["pairs"])]
         for name in names:
             packed.extend(parts["subsets"].get(name, [0.0, 0.0]))
-        packed.extend(parts.get("first_error", []))
+        packed.extend(parts.get("counts", []))  # an objective's own sums, read back by its `summarise_counts`
         total = accelerator.reduce(torch.tensor(packed, dtype=torch.float64, device=self.device), reduction="sum")
         values = total.tolist()
         summed = {"correct": values[0], "pairs": int(values[1]), "loss_sum": values[2], "loss_count": values[3],
                   "subsets": {n: values[4 + 2 * k : 6 + 2 * k] for k, n in enumerate(names)}}
         result = summarise_eval(summed)
-        if self.config.objective == "process":
-            from rewardlab.train import process as step_objective
-
-            result.update(step_objective.first_error_summary(values[4 + 2 * len(names):]))
-            result["eval_unit"] = "steps"
+        if hasattr(self.objective, "summarise_counts"):
+            result.update(self.objective.summarise_counts(values[4 + 2 * len(names):]))
         elif self.config.objective in ("ranked", *RATED_OBJECTIVES):
             result["eval_unit"] = "implied pairs"
             result["eval_lists"] = len(eval_data)
@@ -360,6 +357,7 @@ class RewardTrainer:
             "eval": self.eval_data.stats(),
             "load": self.data.reports,
             "resumed_from": self.resumed_from,
+            **({"frozen_cache": self.objective.cache.describe()} if getattr(self.objective, "cache", None) else {}),
             **{k: v for k, v in last_eval.items() if not k.startswith("_")},
         }
 
