@@ -119,6 +119,24 @@ def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
             "last_user_turn_shown_by_a_head_cut": sum(shown(p, False) for p in pairs) / len(pairs)}
 
 
+def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:
+    """The trainer's held-out evaluations (end of every epoch) from `train_log.jsonl`: step, epoch, verdict accuracy
+    over both orders, position consistency, first-position rate, and the seconds spent in training steps so far
+    (pairs seen / pairs per second, as the last log line before the evaluation reports them)."""
+    log = judge_dir / "train_log.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    seconds = 0.0
+    curve = []
+    for entry in rows:
+        if entry.get("event") == "train" and entry.get("pairs_per_s"):
+            seconds = entry["pairs_seen"] / entry["pairs_per_s"]
+        if entry.get("event") == "eval":
+            curve.append({"step": entry["step"], "epoch": entry["epoch"], "train_seconds": round(seconds, 1),
+                          **{k: entry.get(f"eval_{k}") for k in ("accuracy", "position_consistency",
+                                                                 "first_position_rate", "loss")}})
+    return curve
+
+
 def run_eval(spec: dict[str, Any], rows: str, output: Path, shards: int) -> tuple[dict[str, Any], float]:
     """`rewardlab eval` of one judge spec on `rows`, in `shards` processes side by side (each scores a slice); returns
     (the merged metrics, seconds). A slice whose metrics.json exists is reused (a benchmark run can be resumed)."""
@@ -355,6 +373,8 @@ def main() -> int:
     parser.add_argument("--phase", choices=("all", "before", "train", "after"), default="all",
                         help="run only this phase (a later run reuses what an earlier one finished)")
     parser.add_argument("--output", type=Path, default=Path("/tmp/rewardlab-generative-rm-hh"))
+    parser.add_argument("--results", default=None, help="results file name in benchmarks/results (default: the "
+                        "judge mode's, e.g. generative_rm_hh.json), so a run with another recipe keeps its own table")
     parser.add_argument("--reuse-before", action="store_true",
                         help="take the untrained judge's row from benchmarks/results/generative_rm_hh.json (the same "
                              "rows, template and options) instead of scoring it again")
@@ -372,6 +392,7 @@ def main() -> int:
 
     args.output.mkdir(parents=True, exist_ok=True)
     text, name, results_file = MODES[args.judge_mode]
+    results_file = args.results or results_file
     template = args.output / f"{args.judge_mode}-compact.txt"
     template.write_text(text, encoding="utf-8")
     base = smollm2_backbone()
@@ -412,10 +433,15 @@ def main() -> int:
         for label, measured in earlier["table"].items():
             if label.startswith(f"{name}, after"):
                 summary["table"][label if "lr " in label else after_label(earlier.get("training") or {})] = measured
-    pairs, _ = read_pairs(str(DATA), limit=1500)
+    pairs, _ = read_pairs(str(DATA), limit=None)
     judge = make_judge(base, **options)
     critiques = written(pairs[: args.train_pairs], max_chars=args.max_chars) if written else None
     train = judge_training_pairs(pairs[: args.train_pairs], judge, critiques)
+    # the held-out rows, in both orders, evaluated by the trainer at the end of every epoch (teacher-forced verdict
+    # logits, i.e. the judge's logits mode for verdict-only answers): the curve over epochs, from one run
+    first, last = (int(x) for x in args.rows.split(":"))
+    held = pairs[first:last]
+    held_out = judge_training_pairs(held, judge, written(held, max_chars=args.max_chars) if written else None)
     judge_dir = args.output / "judge"
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
         metrics = json.loads((judge_dir / "metrics.json").read_text())
@@ -427,7 +453,7 @@ def main() -> int:
                              seed=0, attention=args.attention, swap_consistency=args.swap_consistency,
                              judge_mode=mode)
         started = time.perf_counter()
-        metrics = train_reward_model(config, pairs=train, eval_pairs=[], callbacks=[TrainingBar()]).metrics
+        metrics = train_reward_model(config, pairs=train, eval_pairs=held_out, callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
     flops, eval_flops_per_pair = model_flops(base, metrics, lora=args.lora_r > 0)
     summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
@@ -439,7 +465,8 @@ def main() -> int:
                            "batch_unit": ("pairs, each in both orders" if args.judge_mode != "pyes" else
                                           "pairs, each response alone"),
                            "precision": metrics["precision"],
-                           "mean_tokens": metrics["train"]["mean_tokens"]}
+                           "mean_tokens": metrics["train"]["mean_tokens"],
+                           "frozen_cache": metrics.get("frozen_cache"), "by_epoch": epoch_curve(judge_dir)}
     if args.phase == "train":
         print(json.dumps(summary["training"], indent=2))
         return 0
