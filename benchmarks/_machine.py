@@ -22,10 +22,12 @@ NOTE = ("best of a few timed runs, each figure the highest of `runs` measurement
 
 
 def _same_cpu(recorded: dict[str, Any]) -> bool:
-    """Whether the recorded measurement was taken on this CPU (model, architecture, usable CPUs, bf16 setting)."""
+    """Whether the recorded measurement was taken on this CPU (model, architecture, usable CPUs, bf16 flags and
+    setting): hosts sold under one model name ("AMD EPYC") differ in native bf16, and with it in their peak."""
     cpu, here = recorded.get("cpu", {}), cpu_info()
     return (cpu.get("model") == here.model and cpu.get("arch") == here.arch
             and cpu.get("logical_cpus") == here.logical_cpus
+            and cpu.get("bf16_flags", here.bf16_flags) == here.bf16_flags
             and bool(cpu.get("bf16_forced_off", False)) == here.bf16_forced_off)
 
 

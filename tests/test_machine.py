@@ -126,7 +126,7 @@ def test_utilisation_and_cpu_busy_by_hand(tmp_path: Path, monkeypatch: pytest.Mo
     bench = bench_machine()
     here = cpu_info()
     recorded = injected(True, 50.0, 150.0, model=here.model).to_dict()
-    recorded["cpu"].update(arch=here.arch, logical_cpus=here.logical_cpus)
+    recorded["cpu"].update(arch=here.arch, logical_cpus=here.logical_cpus, bf16_flags=here.bf16_flags)
     path = tmp_path / "machine_peak.json"
     path.write_text(json.dumps(recorded), encoding="utf-8")
     monkeypatch.setattr(bench, "RESULTS", path)
@@ -155,6 +155,23 @@ def test_a_peak_from_another_cpu_is_measured_again(tmp_path: Path, monkeypatch: 
     assert measured["cpu"]["model"] == cpu_info().model
     assert json.loads(path.read_text(encoding="utf-8"))["cpu"]["model"] == cpu_info().model
     assert "the highest of `runs` measurements" in json.loads(path.read_text(encoding="utf-8"))["note"]
+
+
+def test_a_peak_from_the_same_model_name_with_other_bf16_flags_is_measured_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two hosts both named "AMD EPYC" with 2 cores, one with avx512_bf16 and one without: their peaks differ ~2x in
+    # bf16, so a peak recorded on one must not be read as the other's
+    bench = bench_machine()
+    here = cpu_info()
+    recorded = injected(True, 1.0, 2.0, model=here.model).to_dict()
+    other = ["avx512_bf16"] if not here.bf16_flags else []
+    recorded["cpu"].update(arch=here.arch, logical_cpus=here.logical_cpus, bf16_flags=other)
+    path = tmp_path / "machine_peak.json"
+    path.write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(bench, "RESULTS", path)
+    assert bench.peak()["cpu"]["bf16_flags"] == here.bf16_flags
+    assert bench.peak()["gflops"]["fp32"]["all"] != 2.0  # measured here, not the recorded 2 GFLOP/s
+    assert json.loads(path.read_text(encoding="utf-8"))["runs"] == 1
 
 
 def test_the_load_note_says_idle_or_shared_and_a_process_cpu_time_is_read() -> None:
