@@ -156,6 +156,7 @@ def test_training_lowers_loss_and_learns_an_easy_task(tmp_path: Path, bert: str)
     assert result.metrics["eval_accuracy"] >= 0.9
     assert result.metrics["pairs_used"] == 96
     assert rows[0]["event"] == "start" and rows[-1]["event"] == "end"
+    assert 1 <= rows[0]["threads"] <= len(os.sched_getaffinity(0))  # the torch threads it started with
     # the saved model scores the held-out pairs as the trainer measured
     from rewardlab.models import load_reward_model
     from rewardlab.train.trainer import encode_pairs, held_out_accuracy_sums

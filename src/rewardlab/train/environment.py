@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Sequence
 
-__all__ = ["TRACKERS_DIR", "TRACKER_PACKAGES", "busy_cores", "check_trackers", "cpu_threads"]
+__all__ = ["TRACKERS_DIR", "TRACKER_PACKAGES", "ThreadFollower", "busy_cores", "check_trackers", "cpu_threads"]
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "comet_ml": "comet_ml",
                     "aim": "aim", "clearml": "clearml", "dvclive": "dvclive", "swanlab": "swanlab",
@@ -15,8 +15,9 @@ TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "m
 TRACKERS_DIR = "trackers"
 
 def busy_cores(window: float = 0.25) -> float | None:
-    """Cores in use by other work, measured: the machine's non-idle CPU time over `window` seconds (/proc/stat),
-    in cores; None where /proc/stat cannot be read (not Linux)."""
+    """Cores in use by other work, measured: the machine's non-idle CPU time over `window` seconds (/proc/stat), less
+    this process's own (its OpenMP workers may still spin after a step), in cores; None where /proc/stat cannot be read
+    (not Linux)."""
 
     def sample() -> tuple[int, int]:
         with open("/proc/stat", encoding="ascii") as stat:
@@ -25,13 +26,18 @@ def busy_cores(window: float = 0.25) -> float | None:
 
     try:
         total, idle = sample()
+        own = time.process_time()
+        start = time.monotonic()
         time.sleep(window)
+        own = time.process_time() - own
+        elapsed = time.monotonic() - start
         total2, idle2 = sample()
     except (OSError, ValueError, IndexError):
         return None
     if total2 <= total:
         return None
-    return (1.0 - (idle2 - idle) / (total2 - total)) * (os.cpu_count() or 1)
+    machine = (1.0 - (idle2 - idle) / (total2 - total)) * (os.cpu_count() or 1)
+    return max(0.0, machine - own / max(elapsed, 1e-9))
 
 
 def cpu_threads(processes: int) -> int:
@@ -54,6 +60,31 @@ def cpu_threads(processes: int) -> int:
             busy = 0.0
     free = cores - busy if busy > 0.5 else cores
     return max(1, int(round(free) // max(1, processes)))
+
+
+class ThreadFollower:
+    """torch's CPU threads kept at the cores other work leaves free while a long run goes on: `check()` measures
+    again once `every_s` seconds have passed (a quarter-second sample, between steps) and sets the new count when it
+    changed. A run started while another program was finishing would otherwise keep one thread of two for hours."""
+
+    def __init__(self, processes: int, every_s: float = 120.0) -> None:
+        self.processes = processes
+        self.every_s = every_s
+        self.last = time.monotonic()
+
+    def check(self) -> tuple[int, int] | None:
+        """(threads before, threads now) when the count changed, else None."""
+        import torch
+
+        if time.monotonic() - self.last < self.every_s:
+            return None
+        wanted = cpu_threads(self.processes)
+        self.last = time.monotonic()
+        before = torch.get_num_threads()
+        if wanted == before:
+            return None
+        torch.set_num_threads(wanted)
+        return before, wanted
 
 
 def check_trackers(names: Sequence[str]) -> list[str]:

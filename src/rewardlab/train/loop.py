@@ -111,7 +111,8 @@ def run_training(trainer: RewardTrainer, stop_after_steps: int | None) -> TrainR
                                 "precision": trainer.precision, "precision_source": trainer.precision_source,
                                 "precision_replaced": trainer.owned_state.replaced, "train": train_data.stats(),
                                 "eval": trainer.eval_data.stats(), "load": trainer.data.reports,
-                                "steps": state.total_steps, "steps_per_epoch": state.steps_per_epoch}
+                                "steps": state.total_steps, "steps_per_epoch": state.steps_per_epoch,
+                                "threads": torch.get_num_threads() if trainer.device.type == "cpu" else None}
     else:
         info = {"event": "resume", "step": state.step, "checkpoint": trainer.resumed_from}
     for hook in hooks:
@@ -127,6 +128,9 @@ def run_training(trainer: RewardTrainer, stop_after_steps: int | None) -> TrainR
     # the trainer draws nothing: a progress bar is a callback (`rewardlab.progress.TrainingBar`)
     while state.step < total_steps and not stopped_early:
         trainer.step()
+        changed = trainer.threads.check() if trainer.threads is not None else None
+        if changed:  # other work started or ended on the machine's cores
+            log.write({"event": "threads", "step": state.step, "was": changed[0], "threads": changed[1]})
         rate = state.pairs_seen / state.train_seconds if state.train_seconds > 0 else 0.0
         logs: dict[str, Any] = {}
         if state.step % config.log_every == 0 or state.step == total_steps:

@@ -46,7 +46,7 @@ from rewardlab.train.checkpoints import (
 )
 from rewardlab.train.config import RATED_OBJECTIVES, TrainConfig
 from rewardlab.train.engine import adamw, fit_attention, forward_tokens, phase
-from rewardlab.train.environment import TRACKERS_DIR, check_trackers, cpu_threads
+from rewardlab.train.environment import TRACKERS_DIR, ThreadFollower, check_trackers, cpu_threads
 from rewardlab.train.loop import TrainingInterrupted, TrainResult, run_training
 from rewardlab.train.pairs import (
     EncodedPairs,
@@ -171,6 +171,8 @@ class RewardTrainer:
         self.world, self.rank, self.main = accelerator.num_processes, accelerator.process_index, \
             accelerator.is_main_process
         device = self.device = accelerator.device
+        self.threads = ThreadFollower(accelerator.num_processes) if device.type == "cpu" and not config.num_threads \
+            else None  # threads follow the free cores during the run (an explicit num_threads stays)
         if device.type == "cpu":
             torch.set_num_threads(config.num_threads or cpu_threads(accelerator.num_processes))
 
