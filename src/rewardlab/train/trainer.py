@@ -171,8 +171,10 @@ class RewardTrainer:
         self.world, self.rank, self.main = accelerator.num_processes, accelerator.process_index, \
             accelerator.is_main_process
         device = self.device = accelerator.device
-        self.threads = ThreadFollower(accelerator.num_processes) if device.type == "cpu" and not config.num_threads \
-            else None  # threads follow the free cores during the run (an explicit num_threads stays)
+        # threads follow the free cores during a one-process run (an explicit num_threads stays; several processes
+        # would each count the others' threads as other work and shrink together)
+        self.threads = ThreadFollower(1) if device.type == "cpu" and not config.num_threads and self.world == 1 \
+            else None
         if device.type == "cpu":
             torch.set_num_threads(config.num_threads or cpu_threads(accelerator.num_processes))
 
