@@ -469,6 +469,16 @@ def main() -> int:
                            "frozen_cache": metrics.get("frozen_cache"), "by_epoch": epoch_curve(judge_dir)}
     if args.phase == "train":
         print(json.dumps(summary["training"], indent=2))
+        if earlier and not same:
+            print(f"not written: {out} holds a table measured with other rows, options or template")
+            return 0
+        # the training and its epoch curve are measured: kept in the results file, beside an earlier table and the
+        # trainings behind it (a later --phase all scores the held-out rows through `rewardlab eval`)
+        trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
+        out.write_text(json.dumps({**earlier, **summary, "table": earlier.get("table", {}), "earlier_trainings": [
+            t for k, t in enumerate(trainings) if t and t != summary["training"] and t not in trainings[:k]]},
+            indent=2) + "\n")
+        print(f"written: {out.relative_to(ROOT)}")
         return 0
     if args.phase == "after":
         after, seconds = run_eval({f"judge:{judge_dir}": options}, args.rows, args.output / "eval-after", args.shards)
