@@ -6,8 +6,8 @@ each example's tokens and positions are fixed: the states entering layer k+1 are
 every epoch. The first time an example is seen, the frozen stack runs (forward only, as it would anyway) and its
 states are kept, unpadded; every later step over that example starts at layer k+1 from them. On SmolLM2-135M with the
 top 6 of 30 layers trained (`benchmarks/frozen_cache.py`: 32 HH pairs in both orders, 3 epochs, fp32 on two AVX2
-cores), epochs after the first took 39 s against 86 s for the whole model (2.24x), the first 94 s against 88 s (the
-self-check's extra forward), and the trained weights were bitwise the same.
+cores), epochs after the first took 44 s against 104-106 s for the whole model (2.41x), the first 112 s against 103 s
+(the self-check's extra forward), and the trained weights were bitwise the same.
 
 Memory: one float per hidden unit per token in the frozen stack's dtype (HH training here: 2,998 examples of ~340
 tokens x 576 units x 4 bytes = 2.3 GB). States are kept while they fit `budget_bytes`; examples beyond it run the
