@@ -119,6 +119,12 @@ def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
             "last_user_turn_shown_by_a_head_cut": sum(shown(p, False) for p in pairs) / len(pairs)}
 
 
+def earlier_trainings(earlier: dict[str, Any], training: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trainings an earlier results file kept (its own and those before it), each once, without `training`."""
+    trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
+    return [t for k, t in enumerate(trainings) if t and t != training and t not in trainings[:k]]
+
+
 def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:
     """The trainer's held-out evaluations (end of every epoch) from `train_log.jsonl`: step, epoch, verdict accuracy
     over both orders, position consistency, first-position rate, and the seconds spent in training steps so far
@@ -474,10 +480,9 @@ def main() -> int:
             return 0
         # the training and its epoch curve are measured: kept in the results file, beside an earlier table and the
         # trainings behind it (a later --phase all scores the held-out rows through `rewardlab eval`)
-        trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
-        out.write_text(json.dumps({**earlier, **summary, "table": earlier.get("table", {}), "earlier_trainings": [
-            t for k, t in enumerate(trainings) if t and t != summary["training"] and t not in trainings[:k]]},
-            indent=2) + "\n")
+        out.write_text(json.dumps({**earlier, **summary, "table": earlier.get("table", {}),
+                                   "earlier_trainings": earlier_trainings(earlier, summary["training"])},
+                                  indent=2) + "\n")
         print(f"written: {out.relative_to(ROOT)}")
         return 0
     if args.phase == "after":
@@ -503,9 +508,7 @@ def main() -> int:
         summary.update({k: v for k, v in earlier.items()
                         if k == "earlier_tables" or (k.startswith("earlier") and cut == PROMPT_CUT)})
         if same:  # the trainings whose rows this table keeps, each once
-            trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
-            summary["earlier_trainings"] = [t for k, t in enumerate(trainings)
-                                            if t and t != summary["training"] and t not in trainings[:k]]
+            summary["earlier_trainings"] = earlier_trainings(earlier, summary["training"])
         if cut != PROMPT_CUT:  # measured with another prompt cut: kept, apart
             summary["earlier_tables"] = [*earlier.get("earlier_tables", []), {
                 "prompt_cut": cut, "table": earlier["table"],
