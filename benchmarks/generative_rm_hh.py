@@ -139,7 +139,7 @@ def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:
         if entry.get("event") == "eval":
             curve.append({"step": entry["step"], "epoch": entry["epoch"], "train_seconds": round(seconds, 1),
                           **{k: entry.get(f"eval_{k}") for k in ("accuracy", "position_consistency",
-                                                                 "first_position_rate", "loss")}})
+                                                                 "first_position_rate", "position_lean", "loss")}})
     return curve
 
 
@@ -218,7 +218,8 @@ def length_fields(parts: list[Path]) -> dict[str, Any]:
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """One result from slices: accuracy, position consistency and first-position rate weighted by pairs."""
+    """One result from slices: accuracy, position consistency, first-position rate and lean weighted by pairs (each
+    slice cross-fits its own consistency without the lean)."""
     n = sum(int(r.get("n_pairs") or 0) for r in results)
 
     def mean(get: Any) -> float | None:
@@ -230,8 +231,8 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
 
     return {"n_pairs": n, "pairwise_accuracy": mean(lambda r: r.get("pairwise_accuracy")),
             "errors": {"n": sum(int((r.get("errors") or {}).get("n") or 0) for r in results)},
-            "position_consistency": {"consistency": order("consistency"),
-                                     "first_position_rate": order("first_position_rate")},
+            "position_consistency": {key: order(key) for key in ("consistency", "first_position_rate", "lean",
+                                                                 "consistency_without_lean")},
             "missing": sum(int((r.get("position_consistency") or {}).get("n_missing") or 0) for r in results)}
 
 
@@ -244,7 +245,10 @@ def row(result: dict[str, Any], seconds: float) -> dict[str, Any]:
     return {"pairwise_accuracy": accuracy, "standard_error": spread, "n_pairs": n,
             "errors": (result.get("errors") or {}).get("n"), "no_verdict": result.get("missing"),
             "position_consistency": consistency.get("consistency"),
-            "first_position_rate": consistency.get("first_position_rate"), **length,
+            "first_position_rate": consistency.get("first_position_rate"),
+            # the mean lean to the first slot in log-odds, and the consistency were it removed (cross-fitted)
+            "position_lean": consistency.get("lean"),
+            "consistency_without_lean": consistency.get("consistency_without_lean"), **length,
             "eval_seconds": round(seconds, 1)}
 
 

@@ -153,6 +153,7 @@ def test_position_consistency_for_pairwise_judges() -> None:
     # shown wins both orders → inconsistent
     assert pc["consistency"] == pytest.approx(0.25)
     assert pc["first_position_rate"] == pytest.approx(7 / 8)
+    assert (pc["lean"], pc["consistency_without_lean"], pc["n_graded"]) == (None, None, 0)  # 0/1 verdicts: no log-odds
     assert evaluate(["length"], PAIRS, robustness_pairs=0)["position_consistency"]["applicable"] is False
 
 

@@ -510,7 +510,11 @@ def test_held_out_position_consistency_and_first_position_rate_come_from_the_ver
     # pair 1: right in both orders (names the chosen response both times: consistent; slot A once, B once);
     # pair 2: right when the chosen is shown first, wrong when second: slot A both times (inconsistent);
     # the lone pyes example counts in neither
+    # leans (first slot's logit minus the second's, averaged over the two orders): pair 1 (1.0 - 2.0) / 2 = -0.5,
+    # pair 2 (0.5 + 0.5) / 2 = 0.5
     counts = objective._order_counts([0, 1, 2], [1.0, 2.0, 0.5, -0.5, 3.0])
-    assert counts == [2.0, 1.0, 4.0, 3.0]
-    assert objective.summarise_counts(counts) == {"eval_position_consistency": 0.5, "eval_first_position_rate": 0.75}
-    assert objective.summarise_counts([0.0, 0.0, 0.0, 0.0]) == {}
+    assert counts == [2.0, 1.0, 4.0, 3.0, 0.0]
+    assert objective.summarise_counts(counts) == {"eval_position_consistency": 0.5, "eval_first_position_rate": 0.75,
+                                                  "eval_position_lean": 0.0}
+    assert objective._order_counts([1], [0.5, -1.5])[4] == pytest.approx(1.0)  # A by 0.5, then A by 1.5
+    assert objective.summarise_counts([0.0] * 5) == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -317,6 +318,10 @@ def test_eval_scores_a_pairwise_judge_by_its_verdicts(model: str, tmp_path: Path
     ba = judge.compare_pairs([(p.prompt, p.rejected, p.chosen) for p in pairs])
     wins = [(a + 1 - b) / 2 > 0.5 for a, b in zip(ab, ba, strict=True) if a is not None and b is not None]
     assert metrics["pairwise_accuracy"] == pytest.approx(sum(wins) / len(wins))
+    # logits verdicts are graded: the lean is the mean log-odds for the first slot over both orders
+    lean = sum(math.log(p / (1 - p)) for p in [*ab, *ba] if p is not None) / (2 * len(pairs))
+    assert metrics["position_consistency"]["lean"] == pytest.approx(lean)
+    assert metrics["position_consistency"]["n_graded"] == len(pairs)
 
 
 def test_cli_score_and_eval_end_to_end(model: str, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from rewardlab.evaluate.metrics import (
     length_bias,
     pairwise_accuracy,
     position_consistency,
+    position_lean,
     reward_statistics,
     section_scores,
     subset_accuracy,
@@ -122,6 +123,30 @@ def test_position_consistency_hand_value() -> None:
     assert out["consistency"] == pytest.approx(3 / 4)
     assert out["first_position_rate"] == pytest.approx(4 / 6)
     assert (out["n_scored"], out["n_missing"]) == (4, 1)
+    graded = (0.9, 0.8, 0.3, 0.5, 0.2, 0.7, 0.6, 0.5)  # both orders of the four pairs with two values
+    assert out["lean"] == pytest.approx(sum(math.log(p / (1 - p)) for p in graded) / 8)
+
+
+def test_position_lean_hand_values_cross_fitted_by_halves() -> None:
+    def sigmoid(x: float) -> float:
+        return 1 / (1 + math.exp(-x))
+
+    # log-odds that the first-shown response wins, (A, B) then (B, A): leans 1.5, 1, 1.5, 1.1; preferences 0.5, 2,
+    # -0.5, -0.6, so only the second pair is consistent as shown
+    shown = [(2.0, 1.0), (3.0, -1.0), (1.0, 2.0), (0.5, 1.7)]
+    ab = [sigmoid(a) for a, _ in shown] + [1.0, None]  # a text verdict (no log-odds) and a missing one
+    ba = [sigmoid(b) for _, b in shown] + [0.0, 0.4]
+    out = position_consistency(ab, ba)
+    assert out["consistency"] == pytest.approx(2 / 5)  # the second pair and the text verdict's pair
+    assert out["lean"] == pytest.approx((1.5 + 1 + 1.5 + 1.1) / 4)
+    assert out["n_graded"] == 4
+    # even pairs are shifted by the odd pairs' mean lean (1.05), odd ones by the even pairs' (1.5):
+    # (0.95, -0.05), (1.5, -2.5), (-0.05, 0.95), (-1.0, 0.2): all four consistent
+    assert out["consistency_without_lean"] == pytest.approx(1.0)
+    # a judge whose bias differs pair by pair gains nothing from one offset
+    out = position_lean([sigmoid(2.0), sigmoid(-2.0)], [sigmoid(1.0), sigmoid(-1.0)])
+    assert out["lean"] == pytest.approx(0.0) and out["consistency_without_lean"] == pytest.approx(0.0)
+    assert position_lean([1.0, 0.0], [0.0, 1.0]) == {"lean": None, "consistency_without_lean": None, "n_graded": 0}
 
 
 def test_reward_statistics() -> None:

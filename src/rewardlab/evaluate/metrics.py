@@ -241,7 +241,41 @@ def position_consistency(first_wins_ab: Sequence[MaybeFloat], first_wins_ba: Seq
         "n_pairs": len(first_wins_ab),
         "n_scored": scored,
         "n_missing": len(first_wins_ab) - scored,
+        **position_lean(first_wins_ab, first_wins_ba),
     }
+
+
+def _log_odds(p: MaybeFloat) -> float | None:
+    return math.log(p / (1.0 - p)) if _is_value(p) and 0.0 < p < 1.0 else None  # type: ignore[operator]
+
+
+def position_lean(first_wins_ab: Sequence[MaybeFloat], first_wins_ba: Sequence[MaybeFloat]) -> dict[str, Any]:
+    """How much of a pairwise judge's position bias is one constant lean to a slot, from graded verdicts.
+
+    With x = log-odds that the first-shown response wins, a pair's lean is (x_ab + x_ba) / 2 (> 0: towards the
+    first slot) and its preference (x_ab − x_ba) / 2 (> 0: A); it is consistent exactly when |preference| > |lean|.
+    `lean` is the mean over pairs with both verdicts strictly between 0 and 1 (`n_graded`; a text verdict of 0, ½
+    or 1 has no log-odds). `consistency_without_lean` is the consistency had each pair's log-odds been shifted by
+    the mean lean of the *other* half of the pairs (even and odd positions, cross-fitted, so no pair calibrates
+    itself): near `consistency`, the bias is pair by pair; far above it, one offset (a calibration, as in Zhao et
+    al. 2021, "Calibrate before use") would remove most of it."""
+    graded = [(a, b) for a, b in ((_log_odds(ab), _log_odds(ba)) for ab, ba in
+                                  zip(first_wins_ab, first_wins_ba, strict=True)) if a is not None and b is not None]
+    if len(graded) < 2:
+        return {"lean": None, "consistency_without_lean": None, "n_graded": len(graded)}
+    leans = [(a + b) / 2 for a, b in graded]
+    halves = [leans[0::2], leans[1::2]]
+    offsets = [sum(h) / len(h) for h in halves]
+    consistent = 0
+    for k, (a, b) in enumerate(graded):
+        c = offsets[1 - k % 2]  # the other half's mean lean
+        first, second = a - c, b - c
+        if first and second:
+            consistent += (first > 0) == (second < 0)  # A both ways (x_ab > 0, x_ba < 0) or B both ways
+        else:
+            consistent += first == second == 0  # a tie is consistent with a tie only
+    return {"lean": sum(leans) / len(leans), "consistency_without_lean": consistent / len(graded),
+            "n_graded": len(graded)}
 
 
 def reward_statistics(values: Sequence[MaybeFloat], quantiles: Sequence[float] = QUANTILES) -> dict[str, Any]:

@@ -271,9 +271,10 @@ class GenerativeObjective:
 
     def _order_counts(self, units: Sequence[int], margins: Sequence[float]) -> list[float]:
         """[pairs shown in both orders, of them those whose verdict names the same response in both, verdicts
-        given in those orders, of them those naming the slot shown first] over pairwise held-out units (`margins`
-        follows `held_out.examples(units)`)."""
-        counts = [0.0, 0.0, 0.0, 0.0]
+        given in those orders, of them those naming the slot shown first, the sum of the pairs' leans] over pairwise
+        held-out units (`margins` follows `held_out.examples(units)`). A pair's lean is the mean over its two orders
+        of the first slot's verdict logit minus the second's (`rewardlab.evaluate.position_lean`)."""
+        counts = [0.0, 0.0, 0.0, 0.0, 0.0]
         at = 0
         for unit in units:
             group = self.held_out.groups[unit]
@@ -283,16 +284,20 @@ class GenerativeObjective:
                 counts[1] += right[0] == right[1]  # right in both, or wrong in both: the same response named
                 counts[2] += 2
                 counts[3] += sum(hit == (self.held_out.verdict[i] == "A") for hit, i in zip(right, group, strict=True))
+                counts[4] += sum(margins[at + k] if self.held_out.verdict[i] == "A" else -margins[at + k]
+                                 for k, i in enumerate(group)) / 2
             at += len(group)
         return counts
 
     def summarise_counts(self, counts: Sequence[float]) -> dict[str, Any]:
         """Position consistency and first-position rate of the held-out verdicts (teacher-forced: the verdict
-        logit beats the other one's), as `rewardlab eval` reports them for a judge; nothing for a pyes judge."""
-        pairs, consistent, verdicts, first = counts
+        logit beats the other one's), as `rewardlab eval` reports them for a judge, and the mean lean to the first
+        slot in logits; nothing for a pyes judge."""
+        pairs, consistent, verdicts, first, lean = counts
         if not pairs:
             return {}
-        return {"eval_position_consistency": consistent / pairs, "eval_first_position_rate": first / verdicts}
+        return {"eval_position_consistency": consistent / pairs, "eval_first_position_rate": first / verdicts,
+                "eval_position_lean": lean / pairs}
 
 
 def swap_penalty(margin: Any, pairs: Sequence[tuple[int, int]]) -> Any:
