@@ -386,8 +386,8 @@ def main() -> int:
     parser.add_argument("--results", default=None, help="results file name in benchmarks/results (default: the "
                         "judge mode's, e.g. generative_rm_hh.json), so a run with another recipe keeps its own table")
     parser.add_argument("--reuse-before", action="store_true",
-                        help="take the untrained judge's row from benchmarks/results/generative_rm_hh.json (the same "
-                             "rows, template and options) instead of scoring it again")
+                        help="take the untrained judge's row from the results file this run writes (--results; it "
+                             "must hold the same rows, template and options) instead of scoring it again")
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (../shared/data beside the project)")
