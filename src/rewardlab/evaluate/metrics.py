@@ -257,8 +257,8 @@ def position_lean(first_wins_ab: Sequence[MaybeFloat], first_wins_ba: Sequence[M
     `lean` is the mean over pairs with both verdicts strictly between 0 and 1 (`n_graded`; a text verdict of 0, ½
     or 1 has no log-odds). `consistency_without_lean` is the consistency had each pair's log-odds been shifted by
     the mean lean of the *other* half of the pairs (even and odd positions, cross-fitted, so no pair calibrates
-    itself): near `consistency`, the bias is pair by pair; far above it, one offset (a calibration, as in Zhao et
-    al. 2021, "Calibrate before use") would remove most of it."""
+    itself): near `consistency`, the bias is pair by pair; far above it, one offset estimated on some pairs shown
+    both ways would remove most of it (as PriDe does for option letters: Zheng et al. 2024, arXiv:2309.03882)."""
     graded = [(a, b) for a, b in ((_log_odds(ab), _log_odds(ba)) for ab, ba in
                                   zip(first_wins_ab, first_wins_ba, strict=True)) if a is not None and b is not None]
     if len(graded) < 2:
