@@ -322,6 +322,14 @@ def test_eval_scores_a_pairwise_judge_by_its_verdicts(model: str, tmp_path: Path
     lean = sum(math.log(p / (1 - p)) for p in [*ab, *ba] if p is not None) / (2 * len(pairs))
     assert metrics["position_consistency"]["lean"] == pytest.approx(lean)
     assert metrics["position_consistency"]["n_graded"] == len(pairs)
+    from rich.console import Console
+
+    from rewardlab.cli.eval import results_table
+
+    console = Console(record=True, width=200)
+    console.print(results_table(result))
+    (shown,) = [line for line in console.export_text().splitlines() if "lean to first slot" in line]
+    assert f"{lean:.3f}" in shown
 
 
 def test_cli_score_and_eval_end_to_end(model: str, tmp_path: Path) -> None:
