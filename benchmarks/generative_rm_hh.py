@@ -456,6 +456,11 @@ def main() -> int:
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
         metrics = json.loads((judge_dir / "metrics.json").read_text())
         seconds = float(metrics["wall_seconds"])
+        kept = earlier.get("training") or {}  # a --phase train run timed this training itself: keep its seconds
+        if same and kept.get("steps") == metrics["steps"] and all(
+                kept.get(k) == v for k, v in (("pairs", args.train_pairs), ("lr", args.lr), ("epochs", args.epochs),
+                                              ("freeze_layers", args.freeze_layers), ("lora_r", args.lora_r))):
+            seconds = float(kept["seconds"])
     else:
         config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=args.epochs,
                              batch_size=args.batch_size, lr=args.lr, max_length=1024,
