@@ -120,9 +120,15 @@ def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
 
 
 def earlier_trainings(earlier: dict[str, Any], training: dict[str, Any]) -> list[dict[str, Any]]:
-    """The trainings an earlier results file kept (its own and those before it), each once, without `training`."""
+    """The trainings an earlier results file kept (its own and those before it), each once, without `training`. One
+    training is the same recipe, steps and measured seconds (a later run may add fields or measure the peak again)."""
+    def key(t: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(t.get(k) for k in ("pairs", "steps", "seconds", "lr", "epochs", "freeze_layers", "lora_r",
+                                        "batch_size", "swap_consistency", "judge_mode"))
+
     trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
-    return [t for k, t in enumerate(trainings) if t and t != training and t not in trainings[:k]]
+    return [t for k, t in enumerate(trainings)
+            if t and key(t) != key(training) and key(t) not in [key(u) for u in trainings[:k] if u]]
 
 
 def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:
@@ -138,8 +144,9 @@ def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:
             seconds = entry["pairs_seen"] / entry["pairs_per_s"]
         if entry.get("event") == "eval":
             curve.append({"step": entry["step"], "epoch": entry["epoch"], "train_seconds": round(seconds, 1),
-                          **{k: entry.get(f"eval_{k}") for k in ("accuracy", "position_consistency",
-                                                                 "first_position_rate", "position_lean", "loss")}})
+                          **{k: entry[f"eval_{k}"] for k in ("accuracy", "position_consistency",
+                                                              "first_position_rate", "position_lean", "loss")
+                             if f"eval_{k}" in entry}})
     return curve
 
 
