@@ -119,12 +119,20 @@ def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
             "last_user_turn_shown_by_a_head_cut": sum(shown(p, False) for p in pairs) / len(pairs)}
 
 
+RECIPE = ("pairs", "lr", "epochs", "freeze_layers", "lora_r", "batch_size", "swap_consistency", "judge_mode")
+
+
+def recipe(training: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two trainings the same recipe (the one home of it: the reuse of a judge and the list of earlier
+    trainings both ask it)."""
+    return tuple(training.get(k) for k in RECIPE)
+
+
 def earlier_trainings(earlier: dict[str, Any], training: dict[str, Any]) -> list[dict[str, Any]]:
     """The trainings an earlier results file kept (its own and those before it), each once, without `training`. One
     training is the same recipe, steps and measured seconds (a later run may add fields or measure the peak again)."""
     def key(t: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(t.get(k) for k in ("pairs", "steps", "seconds", "lr", "epochs", "freeze_layers", "lora_r",
-                                        "batch_size", "swap_consistency", "judge_mode"))
+        return (*recipe(t), t.get("steps"), t.get("seconds"))
 
     trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
     return [t for k, t in enumerate(trainings)
@@ -460,13 +468,14 @@ def main() -> int:
     held = pairs[first:last]
     held_out = judge_training_pairs(held, judge, written(held, max_chars=args.max_chars) if written else None)
     judge_dir = args.output / "judge"
+    planned = {"pairs": args.train_pairs, "lr": args.lr, "epochs": args.epochs, "freeze_layers": args.freeze_layers,
+               "lora_r": args.lora_r, "batch_size": args.batch_size, "swap_consistency": args.swap_consistency,
+               "judge_mode": args.judge_mode}
     if (judge_dir / "metrics.json").is_file():  # trained by an earlier run of this benchmark: reuse it
         metrics = json.loads((judge_dir / "metrics.json").read_text())
         seconds = float(metrics["wall_seconds"])
         kept = earlier.get("training") or {}  # a --phase train run timed this training itself: keep its seconds
-        if same and kept.get("steps") == metrics["steps"] and all(
-                kept.get(k) == v for k, v in (("pairs", args.train_pairs), ("lr", args.lr), ("epochs", args.epochs),
-                                              ("freeze_layers", args.freeze_layers), ("lora_r", args.lora_r))):
+        if same and kept.get("steps") == metrics["steps"] and recipe(kept) == recipe(planned):
             seconds = float(kept["seconds"])
     else:
         config = TrainConfig(objective="generative", backbone=base, output=str(judge_dir), epochs=args.epochs,
@@ -478,12 +487,9 @@ def main() -> int:
         metrics = train_reward_model(config, pairs=train, eval_pairs=held_out, callbacks=[TrainingBar()]).metrics
         seconds = time.perf_counter() - started
     flops, eval_flops_per_pair = model_flops(base, metrics, lora=args.lora_r > 0)
-    summary["training"] = {"pairs": args.train_pairs, "examples": len(train), "seconds": round(seconds, 1),
+    summary["training"] = {**planned, "examples": len(train), "seconds": round(seconds, 1),
                            **utilisation_fields(flops, seconds, "bf16" if metrics["precision"] == "bf16" else "fp32"),
                            "steps": metrics["steps"], "trainable_parameters": metrics["trainable_parameters"],
-                           "freeze_layers": args.freeze_layers, "lora_r": args.lora_r, "lr": args.lr,
-                           "batch_size": args.batch_size, "epochs": args.epochs,
-                           "swap_consistency": args.swap_consistency, "judge_mode": args.judge_mode,
                            "batch_unit": ("pairs, each in both orders" if args.judge_mode != "pyes" else
                                           "pairs, each response alone"),
                            "precision": metrics["precision"],

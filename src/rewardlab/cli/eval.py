@@ -73,27 +73,10 @@ def results_table(result: dict[str, Any]) -> Table:
     table.add_column("metric")
     for label in rewards:
         table.add_column(label, justify="right")
-    rows: list[tuple[str, Any]] = [
-        ("pairwise accuracy", lambda m: m["pairwise_accuracy"]),
-        ("pairs scored / missing", lambda m: f"{m['pairwise']['n_scored']} / {m['pairwise']['n_missing']}"),
-        ("best-of-N accuracy", lambda m: (m["best_of_n"] or {}).get("accuracy")),
-        ("ECE (fitted T)", lambda m: m["calibration"]["ece"]),
-        ("Brier (fitted T)", lambda m: m["calibration"]["brier"]),
-        ("temperature T", lambda m: m["calibration"]["temperature"]),
-        ("acc. chosen longer", lambda m: m["length_bias"]["chosen_longer"]["accuracy"]),
-        ("acc. chosen shorter", lambda m: m["length_bias"]["chosen_shorter"]["accuracy"]),
-        ("Spearman(reward, length)", lambda m: m["length_bias"]["spearman_reward_length"]),
-        ("position consistency", lambda m: (m.get("position_consistency") or {}).get("consistency")),
-        ("first-position rate", lambda m: (m.get("position_consistency") or {}).get("first_position_rate")),
-        ("lean to first slot", lambda m: (m.get("position_consistency") or {}).get("lean")),
-        ("consistency w/o lean", lambda m: (m.get("position_consistency") or {}).get("consistency_without_lean")),
-        ("robustness flip rate", lambda m: m["robustness"]["flip_rate"]),
-        ("robustness |Δr|/std", lambda m: m["robustness"]["mean_abs_change_in_std"]),
-        ("process first-error F1", lambda m: (m["process"] or {}).get("f1")),
-        ("errors", lambda m: m["errors"]["n"]),
-    ]
-    for name, get in rows:
-        table.add_row(name, *(_fmt(get(m)) for m in rewards.values()))
+    from rewardlab.evaluate.report import headline_rows
+
+    for name, values in headline_rows(rewards):
+        table.add_row(name, *(_fmt(v) for v in values))
     benchmark = [m.get("rewardbench") for m in rewards.values()]
     if all(b is not None for b in benchmark):  # subsets by the benchmark's rule, then its sections and score
         key = "accuracy" if benchmark[0] is not None and benchmark[0]["benchmark"] == "rewardbench" else "score"

@@ -136,44 +136,46 @@ def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
     return figure_to_data_uri(fig)
 
 
-def _summary_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    def get(m: Mapping[str, Any], *keys: str) -> Any:
+#: The headline metrics of `rewardlab eval`, in order: a row's name and its path in one reward's metrics. The one
+#: list both the terminal table (`rewardlab.cli.eval.results_table`) and the HTML summary show.
+HEADLINE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pairwise accuracy", ("pairwise_accuracy",)),
+    ("pairs scored / missing", ("pairwise",)),
+    ("best-of-N accuracy", ("best_of_n", "accuracy")),
+    ("ECE (fitted T)", ("calibration", "ece")),
+    ("Brier (fitted T)", ("calibration", "brier")),
+    ("temperature T", ("calibration", "temperature")),
+    ("ECE (T = 1)", ("calibration", "unit_temperature", "ece")),
+    ("acc. when chosen is longer", ("length_bias", "chosen_longer", "accuracy")),
+    ("acc. when chosen is shorter", ("length_bias", "chosen_shorter", "accuracy")),
+    ("Spearman(reward, length)", ("length_bias", "spearman_reward_length")),
+    ("position consistency", ("position_consistency", "consistency")),
+    ("first-position rate", ("position_consistency", "first_position_rate")),
+    ("lean to first slot (log-odds)", ("position_consistency", "lean")),
+    ("consistency without the lean", ("position_consistency", "consistency_without_lean")),
+    ("robustness: flip rate", ("robustness", "flip_rate")),
+    ("robustness: mean |Δr| / std", ("robustness", "mean_abs_change_in_std")),
+    ("process: first-error F1", ("process", "f1")),
+    ("reward mean", ("statistics", "all", "mean")),
+    ("reward std", ("statistics", "all", "std")),
+    ("errors", ("errors", "n")),
+)
+
+
+def headline_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[Any]]]:
+    """`HEADLINE_ROWS` read from each reward's metrics (one value per reward, None where a metric is absent);
+    "pairs scored / missing" as its `scored / missing` text."""
+    def get(m: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
         cur: Any = m
         for key in keys:
             if not isinstance(cur, Mapping):
                 return None
             cur = cur.get(key)
+        if keys == ("pairwise",) and isinstance(cur, Mapping):
+            return f"{cur.get('n_scored')} / {cur.get('n_missing')}"
         return cur
 
-    rows = [
-        ("pairwise accuracy", ("pairwise_accuracy",)),
-        ("pairs scored / missing", ()),
-        ("best-of-N accuracy", ("best_of_n", "accuracy")),
-        ("ECE (fitted T)", ("calibration", "ece")),
-        ("Brier (fitted T)", ("calibration", "brier")),
-        ("temperature T", ("calibration", "temperature")),
-        ("ECE (T = 1)", ("calibration", "unit_temperature", "ece")),
-        ("acc. when chosen is longer", ("length_bias", "chosen_longer", "accuracy")),
-        ("acc. when chosen is shorter", ("length_bias", "chosen_shorter", "accuracy")),
-        ("Spearman(reward, length)", ("length_bias", "spearman_reward_length")),
-        ("position consistency", ("position_consistency", "consistency")),
-        ("first-position rate", ("position_consistency", "first_position_rate")),
-        ("lean to first slot (log-odds)", ("position_consistency", "lean")),
-        ("consistency without the lean", ("position_consistency", "consistency_without_lean")),
-        ("robustness: flip rate", ("robustness", "flip_rate")),
-        ("robustness: mean |Δr| / std", ("robustness", "mean_abs_change_in_std")),
-        ("process: first-error F1", ("process", "f1")),
-        ("reward mean", ("statistics", "all", "mean")),
-        ("reward std", ("statistics", "all", "std")),
-    ]
-    out = []
-    for name, keys in rows:
-        if not keys:
-            cells = [f"{m['pairwise']['n_scored']} / {m['pairwise']['n_missing']}" for m in rewards.values()]
-        else:
-            cells = [cell(get(m, *keys)) for m in rewards.values()]
-        out.append((name, cells))
-    return out
+    return [(name, [get(m, keys) for m in rewards.values()]) for name, keys in HEADLINE_ROWS]
 
 
 def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -256,7 +258,8 @@ def render_report(result: Mapping[str, Any], raws: Mapping[str, Mapping[str, Any
     parts.append("<h2>Summary</h2><table><tr><th>metric</th>")
     parts.extend(f"<th>{esc(label)}</th>" for label in labels)
     parts.append("</tr>")
-    for name, cells in _summary_rows(rewards):
+    for name, values in headline_rows(rewards):
+        cells = [cell(v) for v in values]
         parts.append(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     parts.append("</table>")
     parts.append("<p class='muted'>" + " · ".join(
