@@ -49,13 +49,6 @@ ROWS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def dig(metrics: dict[str, Any], keys: tuple[str, ...]) -> Any:
-    cur: Any = metrics
-    for key in keys:
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    return cur
-
-
 def train(output: Path) -> float:
     """Train with the default recipe on the first 1,500 rows; returns the wall-clock seconds."""
     started = time.perf_counter()
@@ -78,6 +71,7 @@ def main() -> int:
         return 0
     from rewardlab.data.preference import load_preferences
     from rewardlab.evaluate import evaluate
+    from rewardlab.evaluate.report import metric_at
 
     rm_dir = args.rm
     train_seconds = None
@@ -90,7 +84,7 @@ def main() -> int:
                       robustness_pairs=args.robustness_pairs)
     eval_seconds = time.perf_counter() - started
     labels = list(result["rewards"])
-    table = {name: {label: dig(result["rewards"][label], keys) for label in labels} for name, keys in ROWS}
+    table = {name: {label: metric_at(result["rewards"][label], keys) for label in labels} for name, keys in ROWS}
     trained = json.loads((rm_dir / "rewardlab.json").read_text()).get("training_config", {})
     summary = {
         "data": str(DATA.relative_to(ROOT.parent)),

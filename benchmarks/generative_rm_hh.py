@@ -134,9 +134,12 @@ def earlier_trainings(earlier: dict[str, Any], training: dict[str, Any]) -> list
     def key(t: dict[str, Any]) -> tuple[Any, ...]:
         return (*recipe(t), t.get("steps"), t.get("seconds"))
 
-    trainings = [*earlier.get("earlier_trainings", []), earlier.get("training")]
-    return [t for k, t in enumerate(trainings)
-            if t and key(t) != key(training) and key(t) not in [key(u) for u in trainings[:k] if u]]
+    seen, kept = {key(training)}, []
+    for t in [*earlier.get("earlier_trainings", []), earlier.get("training")]:
+        if t and key(t) not in seen:
+            seen.add(key(t))
+            kept.append(t)
+    return kept
 
 
 def epoch_curve(judge_dir: Path) -> list[dict[str, Any]]:

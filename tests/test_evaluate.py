@@ -266,3 +266,18 @@ def test_real_hh_harmless_length_baseline(shared_data: Path, tmp_path: Path) -> 
     assert result["length_bias"]["chosen_longer"]["accuracy"] > 0.9
     assert result["length_bias"]["chosen_shorter"]["accuracy"] < 0.1
     assert result["length_bias"]["spearman_reward_length"] > 0.9
+
+
+def test_headline_rows_read_each_reward_and_give_none_where_a_metric_is_absent() -> None:
+    from rewardlab.evaluate.report import HEADLINE_ROWS, headline_rows, metric_at
+
+    full = {"pairwise_accuracy": 0.75, "pairwise": {"n_scored": 4, "n_missing": 1},
+            "position_consistency": {"consistency": 0.5, "lean": -0.25}, "errors": {"n": 2}}
+    sparse = {"pairwise_accuracy": 0.5, "position_consistency": None}
+    rows = dict(headline_rows({"a": full, "b": sparse}))
+    assert [name for name, _ in headline_rows({"a": full})] == [name for name, _ in HEADLINE_ROWS]
+    assert rows["pairwise accuracy"] == [0.75, 0.5]
+    assert rows["pairs scored / missing"] == ["4 / 1", None]
+    assert rows["lean to first slot (log-odds)"] == [-0.25, None]
+    assert rows["errors"] == [2, None]
+    assert metric_at(full, ("position_consistency", "lean", "deeper")) is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +136,27 @@ def accuracy_vs_n_plot(curves: Mapping[str, Any], title: str) -> str:
     return figure_to_data_uri(fig)
 
 
-#: The headline metrics of `rewardlab eval`, in order: a row's name and its path in one reward's metrics. The one
-#: list both the terminal table (`rewardlab.cli.eval.results_table`) and the HTML summary show.
-HEADLINE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+def metric_at(metrics: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value at `keys` inside one reward's nested metrics, or None where any level is absent."""
+    cur: Any = metrics
+    for key in keys:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+def _scored_missing(metrics: Mapping[str, Any]) -> str | None:
+    """The pairwise counts as `scored / missing` text."""
+    counts = metrics.get("pairwise")
+    return f"{counts.get('n_scored')} / {counts.get('n_missing')}" if isinstance(counts, Mapping) else None
+
+
+#: The headline metrics of `rewardlab eval`, in order: a row's name and its path in one reward's metrics (or how to
+#: read it). The one list both the terminal table (`rewardlab.cli.eval.results_table`) and the HTML summary show.
+HEADLINE_ROWS: tuple[tuple[str, tuple[str, ...] | Callable[[Mapping[str, Any]], Any]], ...] = (
     ("pairwise accuracy", ("pairwise_accuracy",)),
-    ("pairs scored / missing", ("pairwise",)),
+    ("pairs scored / missing", _scored_missing),
     ("best-of-N accuracy", ("best_of_n", "accuracy")),
     ("ECE (fitted T)", ("calibration", "ece")),
     ("Brier (fitted T)", ("calibration", "brier")),
@@ -163,19 +179,9 @@ HEADLINE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def headline_rows(rewards: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[Any]]]:
-    """`HEADLINE_ROWS` read from each reward's metrics (one value per reward, None where a metric is absent);
-    "pairs scored / missing" as its `scored / missing` text."""
-    def get(m: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-        cur: Any = m
-        for key in keys:
-            if not isinstance(cur, Mapping):
-                return None
-            cur = cur.get(key)
-        if keys == ("pairwise",) and isinstance(cur, Mapping):
-            return f"{cur.get('n_scored')} / {cur.get('n_missing')}"
-        return cur
-
-    return [(name, [get(m, keys) for m in rewards.values()]) for name, keys in HEADLINE_ROWS]
+    """`HEADLINE_ROWS` read from each reward's metrics: one value per reward, None where a metric is absent."""
+    return [(name, [read(m) if callable(read) else metric_at(m, read) for m in rewards.values()])
+            for name, read in HEADLINE_ROWS]
 
 
 def _rewardbench_section(rewards: Mapping[str, Mapping[str, Any]]) -> list[str]:
