@@ -119,6 +119,18 @@ def last_turn_shown(pairs: list[Any], max_chars: int) -> dict[str, Any]:
             "last_user_turn_shown_by_a_head_cut": sum(shown(p, False) for p in pairs) / len(pairs)}
 
 
+def responses_cut(pairs: list[Any], limits: tuple[int, ...] = (200, 400, 800)) -> dict[str, Any]:
+    """How many pairs the judge shows with at least one response cut, at each excerpt length in `limits` (the
+    judge's own `quote` decides what is cut)."""
+    from rewardlab.rewards._judge_parse import quote
+
+    def cut(pair: Any, limit: int) -> bool:
+        return any(quote(text, limit)[1] for text in (pair.chosen, pair.rejected))
+
+    return {"pairs": len(pairs),
+            "a_response_cut": {str(limit): sum(cut(p, limit) for p in pairs) / len(pairs) for limit in limits}}
+
+
 RECIPE = ("pairs", "lr", "epochs", "freeze_layers", "lora_r", "batch_size", "swap_consistency", "judge_mode")
 
 
@@ -525,7 +537,8 @@ def main() -> int:
         summary["quote_diagnosis"] = quote_diagnosis(judge_dir, options, args.rows, 60)
     if args.judge_mode == "rate":  # what the answers rate, read from the generated text
         summary["rating_diagnosis"] = rating_diagnosis(judge_dir, options, args.rows, 60)
-    summary["prompt_cut_effect"] = last_turn_shown(read_pairs(str(DATA), limit=None)[0], args.max_chars)
+    summary["prompt_cut_effect"] = last_turn_shown(pairs, args.max_chars)  # the pairs read for training above
+    summary["response_cut_effect"] = {"rows": args.rows, **responses_cut(held)}
     summary["table"]["the shorter response wins (no model), the same pairs"] = {
         "pairwise_accuracy": after["length"]["shorter_wins_accuracy"], "n_pairs": after["n_pairs"]}
     if earlier:  # earlier runs' history stays beside the new table

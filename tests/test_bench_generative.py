@@ -54,3 +54,15 @@ def test_earlier_trainings_lists_each_training_once_and_not_the_current_one() ->
     retimed = training(seconds=5000.0)
     assert module.earlier_trainings({"training": retimed}, current) == [retimed]
     assert module.earlier_trainings({}, current) == []
+
+
+def test_responses_cut_counts_pairs_with_a_response_past_each_excerpt_length() -> None:
+    from rewardlab.types import PreferencePair as Pair
+
+    module = bench()
+    pairs = [Pair(prompt="q", chosen="a" * 150, rejected="b" * 150),   # both shown whole at 200
+             Pair(prompt="q", chosen="a" * 250, rejected="b" * 10),    # cut at 200, whole at 400
+             Pair(prompt="q", chosen="a" * 10, rejected="b" * 450),    # cut at 200 and 400
+             Pair(prompt="q", chosen="a" * 400, rejected="b" * 400)]   # exactly 400: whole at 400
+    assert module.responses_cut(pairs) == {"pairs": 4, "a_response_cut": {"200": 0.75, "400": 0.25, "800": 0.0}}
+    assert module.responses_cut(pairs, (100,)) == {"pairs": 4, "a_response_cut": {"100": 1.0}}
